@@ -1,0 +1,558 @@
+//! The administrator's policy file (`/etc/vibe-shim/config.toml`).
+//!
+//! Parsing is strict: an unknown key, a wrong type or an invalid value is an
+//! error that names the file and, where the TOML parser knows it, the line.
+//! Reading the file is the caller's job; this module only parses text.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+/// Where the shim looks for its policy when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/vibe-shim/config.toml";
+/// Where audit lines go unless `[audit] path` says otherwise.
+pub const DEFAULT_AUDIT_PATH: &str = "/var/log/vibe-shim/audit.jsonl";
+
+/// Capabilities that would let a container undo the policy (network rules,
+/// mounts, kernel modules). They cannot be granted by any config.
+pub const NEVER_GRANTED_CAPABILITIES: &[&str] = &[
+    "CAP_NET_ADMIN",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_BPF",
+    "CAP_SYS_PTRACE",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{path}: {key}: {message}")]
+    Invalid {
+        path: String,
+        key: String,
+        message: String,
+    },
+}
+
+/// The whole policy. Every section and key has a default, so an empty file is
+/// the built-in default policy.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Policy {
+    pub runtime: RuntimeSection,
+    pub filesystem: FilesystemSection,
+    pub process: ProcessSection,
+    pub network: NetworkSection,
+    pub seccomp: SeccompSection,
+    pub audit: AuditSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeSection {
+    /// The real runc. When absent, `runc` is searched in `PATH`.
+    pub path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HomeMode {
+    /// HOME gets a private tmpfs owned by the process user.
+    Tmpfs,
+    /// HOME is left as the image has it.
+    Image,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BindMode {
+    Rw,
+    Ro,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BindAllow {
+    /// Host subtree (or single file) that bind mounts may come from.
+    pub source: PathBuf,
+    /// `ro` forces every bind from this subtree read-only.
+    #[serde(default = "default_bind_mode")]
+    pub mode: BindMode,
+}
+
+fn default_bind_mode() -> BindMode {
+    BindMode::Rw
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FilesystemSection {
+    pub readonly_root: bool,
+    pub tmpfs: Vec<PathBuf>,
+    pub home: HomeMode,
+    pub bind: Vec<BindAllow>,
+}
+
+impl Default for FilesystemSection {
+    fn default() -> Self {
+        Self {
+            readonly_root: true,
+            tmpfs: vec![PathBuf::from("/tmp"), PathBuf::from("/run")],
+            home: HomeMode::Tmpfs,
+            bind: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProcessSection {
+    /// Kept in all five capability sets; normalised to `CAP_*` on load.
+    pub capabilities: Vec<String>,
+    pub no_new_privileges: bool,
+    /// The container gets min(requested, this); unlimited is never granted.
+    pub pids_limit: i64,
+    /// `uid:gid` every process runs as, with no extra groups.
+    pub user: Option<String>,
+    /// Exact names, or `PREFIX*`.
+    pub env_allow: Vec<String>,
+}
+
+impl Default for ProcessSection {
+    fn default() -> Self {
+        Self {
+            capabilities: Vec::new(),
+            no_new_privileges: true,
+            pids_limit: 512,
+            user: None,
+            env_allow: [
+                "PATH",
+                "HOME",
+                "TERM",
+                "LANG",
+                "LC_*",
+                "TZ",
+                "HOSTNAME",
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_BASE_URL",
+                "OPENAI_API_KEY",
+                "OPENAI_BASE_URL",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        }
+    }
+}
+
+impl ProcessSection {
+    /// The forced `(uid, gid)`, if the policy sets one. Validated on load.
+    pub fn forced_user(&self) -> Option<(u32, u32)> {
+        self.user.as_deref().and_then(parse_uid_gid)
+    }
+
+    /// Whether an environment variable name passes the allowlist.
+    pub fn env_allowed(&self, name: &str) -> bool {
+        self.env_allow
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == pattern,
+            })
+    }
+}
+
+fn parse_uid_gid(text: &str) -> Option<(u32, u32)> {
+    let (uid, gid) = text.split_once(':')?;
+    Some((uid.parse().ok()?, gid.parse().ok()?))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// No egress at all; loopback only.
+    None,
+    /// Only the listed destinations.
+    Allowlist,
+    /// The internet, but nothing private, link-local, multicast or on the host.
+    Open,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    Tcp,
+    Udp,
+}
+
+/// One `[network] allow` entry: `IP|CIDR[:PORT[-PORT]][/tcp|/udp]`; IPv6
+/// addresses with a port are written `[2001:db8::1]:443`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllowRule {
+    pub net: IpNet,
+    /// Inclusive port range; `None` means every port.
+    pub ports: Option<(u16, u16)>,
+    pub protocol: Protocol,
+}
+
+impl fmt::Display for AllowRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = match (self.net, self.ports) {
+            (IpNet::V6(n), Some(_)) => format!("[{n}]"),
+            (n, _) => n.to_string(),
+        };
+        write!(f, "{host}")?;
+        match self.ports {
+            Some((lo, hi)) if lo == hi => write!(f, ":{lo}")?,
+            Some((lo, hi)) => write!(f, ":{lo}-{hi}")?,
+            None => {}
+        }
+        match self.protocol {
+            Protocol::Tcp => Ok(()),
+            Protocol::Udp => write!(f, "/udp"),
+        }
+    }
+}
+
+impl FromStr for AllowRule {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("invalid allow entry {text:?}: {why}");
+        // A trailing /tcp or /udp names the protocol; /NN is a prefix length.
+        let (rest, protocol) = if let Some(r) = text.strip_suffix("/udp") {
+            (r, Protocol::Udp)
+        } else if let Some(r) = text.strip_suffix("/tcp") {
+            (r, Protocol::Tcp)
+        } else {
+            (text, Protocol::Tcp)
+        };
+        let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
+            let (addr, after) = inner.split_once(']').ok_or_else(|| bad("missing ']'"))?;
+            let port = match after {
+                "" => None,
+                p => Some(
+                    p.strip_prefix(':')
+                        .ok_or_else(|| bad("expected ':' after ']'"))?,
+                ),
+            };
+            (addr, port)
+        } else if rest.matches(':').count() == 1 {
+            let (h, p) = rest.split_once(':').ok_or_else(|| bad("bad port"))?;
+            (h, Some(p))
+        } else {
+            (rest, None)
+        };
+        let net = if host.contains('/') {
+            IpNet::from_str(host).map_err(|e| bad(&e.to_string()))?
+        } else {
+            IpNet::from(IpAddr::from_str(host).map_err(|e| bad(&e.to_string()))?)
+        };
+        let ports = match port {
+            None => None,
+            Some(p) => {
+                let (lo, hi) = match p.split_once('-') {
+                    Some((lo, hi)) => (lo, hi),
+                    None => (p, p),
+                };
+                let lo: u16 = lo.parse().map_err(|_| bad("bad port"))?;
+                let hi: u16 = hi.parse().map_err(|_| bad("bad port"))?;
+                if lo == 0 || lo > hi {
+                    return Err(bad("port range must be 1-65535 and low-high"));
+                }
+                Some((lo, hi))
+            }
+        };
+        Ok(AllowRule {
+            net: net.trunc(),
+            ports,
+            protocol,
+        })
+    }
+}
+
+impl Serialize for AllowRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for AllowRule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkSection {
+    pub mode: NetworkMode,
+    pub allow: Vec<AllowRule>,
+    /// Also allow DNS to the resolvers in the container's own resolv.conf.
+    pub dns: bool,
+    /// The `nft` binary the hook runs; searched in a fixed safe PATH if absent.
+    pub nft: Option<PathBuf>,
+}
+
+impl Default for NetworkSection {
+    fn default() -> Self {
+        Self {
+            mode: NetworkMode::None,
+            allow: Vec::new(),
+            dns: false,
+            nft: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SeccompSection {
+    /// A seccomp profile (OCI `linux.seccomp` JSON) used instead of the
+    /// built-in default. The shim reads it; see [`Policy::seccomp_profile`].
+    pub profile: Option<PathBuf>,
+    /// The loaded profile; filled by the caller, never by TOML.
+    #[serde(skip)]
+    pub loaded_profile: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditSection {
+    /// One JSON line per enforced verb goes here.
+    pub path: PathBuf,
+}
+
+impl Default for AuditSection {
+    fn default() -> Self {
+        Self {
+            path: PathBuf::from(DEFAULT_AUDIT_PATH),
+        }
+    }
+}
+
+impl Policy {
+    /// Parses and validates policy text. `origin` names the file in errors.
+    pub fn from_toml_str(text: &str, origin: &Path) -> Result<Policy, ConfigError> {
+        let path = origin.display().to_string();
+        let mut policy: Policy = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.clone(),
+            message: one_line(&e.to_string()),
+        })?;
+        policy.validate(&path)?;
+        Ok(policy)
+    }
+
+    fn validate(&mut self, path: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: path.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        let mut normalised = Vec::new();
+        for cap in &self.process.capabilities {
+            let name = normalise_capability(cap).ok_or_else(|| {
+                invalid(
+                    "process.capabilities",
+                    format!("unknown capability {cap:?}"),
+                )
+            })?;
+            if NEVER_GRANTED_CAPABILITIES.contains(&name.as_str()) {
+                return Err(invalid(
+                    "process.capabilities",
+                    format!("{name} can undo the isolation and is never granted"),
+                ));
+            }
+            if !normalised.contains(&name) {
+                normalised.push(name);
+            }
+        }
+        self.process.capabilities = normalised;
+        if self.process.pids_limit <= 0 {
+            return Err(invalid(
+                "process.pids_limit",
+                format!("must be a positive number, not {}", self.process.pids_limit),
+            ));
+        }
+        if let Some(user) = &self.process.user {
+            if parse_uid_gid(user).is_none() {
+                return Err(invalid(
+                    "process.user",
+                    format!("expected numeric \"uid:gid\", got {user:?}"),
+                ));
+            }
+        }
+        for pattern in &self.process.env_allow {
+            let name = pattern.strip_suffix('*').unwrap_or(pattern);
+            if name.contains('*') || name.contains('=') || pattern.is_empty() {
+                return Err(invalid(
+                    "process.env_allow",
+                    format!("{pattern:?} must be a name or PREFIX*"),
+                ));
+            }
+        }
+        for dir in &self.filesystem.tmpfs {
+            if !dir.is_absolute() || dir == Path::new("/") {
+                return Err(invalid(
+                    "filesystem.tmpfs",
+                    format!("{} must be an absolute path other than /", dir.display()),
+                ));
+            }
+        }
+        for bind in &self.filesystem.bind {
+            if !bind.source.is_absolute() || bind.source == Path::new("/") {
+                return Err(invalid(
+                    "filesystem.bind.source",
+                    format!(
+                        "{} must be an absolute path other than /",
+                        bind.source.display()
+                    ),
+                ));
+            }
+        }
+        if let Some(p) = &self.runtime.path {
+            if !p.is_absolute() {
+                return Err(invalid(
+                    "runtime.path",
+                    format!("{} must be absolute", p.display()),
+                ));
+            }
+        }
+        if self.network.mode == NetworkMode::Allowlist && self.network.allow.is_empty() {
+            return Err(invalid(
+                "network.allow",
+                "mode \"allowlist\" needs at least one entry (use mode \"none\" for no egress)"
+                    .into(),
+            ));
+        }
+        if self.network.mode != NetworkMode::Allowlist && !self.network.allow.is_empty() {
+            return Err(invalid(
+                "network.allow",
+                "entries only apply with mode \"allowlist\"".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `net_admin`, `NET_ADMIN` and `CAP_NET_ADMIN` all name one capability.
+pub fn normalise_capability(name: &str) -> Option<String> {
+    let upper = name.trim().to_ascii_uppercase();
+    let full = if upper.starts_with("CAP_") {
+        upper
+    } else {
+        format!("CAP_{upper}")
+    };
+    caps::Capability::from_str(&full).ok().map(|_| full)
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, ConfigError> {
+        Policy::from_toml_str(text, Path::new("/etc/vibe-shim/config.toml"))
+    }
+
+    #[test]
+    fn empty_file_is_the_default_policy() {
+        let p = parse("").expect("empty config parses");
+        assert_eq!(p, Policy::default());
+        assert!(p.filesystem.readonly_root);
+        assert_eq!(p.process.pids_limit, 512);
+        assert_eq!(p.network.mode, NetworkMode::None);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_line() {
+        let err = parse("[process]\npids_limit = 5\nbogus = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/etc/vibe-shim/config.toml"), "{err}");
+        assert!(err.contains("bogus"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_is_an_error() {
+        let err = parse("[process]\npids_limit = \"many\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn capabilities_are_normalised_and_dangerous_ones_refused() {
+        let p = parse("[process]\ncapabilities = [\"net_bind_service\", \"CAP_CHOWN\"]\n").unwrap();
+        assert_eq!(
+            p.process.capabilities,
+            ["CAP_NET_BIND_SERVICE", "CAP_CHOWN"]
+        );
+        assert!(parse("[process]\ncapabilities = [\"NET_ADMIN\"]\n").is_err());
+        assert!(parse("[process]\ncapabilities = [\"CAP_NOPE\"]\n").is_err());
+    }
+
+    #[test]
+    fn pids_limit_must_be_positive() {
+        assert!(parse("[process]\npids_limit = 0\n").is_err());
+        assert!(parse("[process]\npids_limit = -1\n").is_err());
+    }
+
+    #[test]
+    fn user_must_be_numeric() {
+        assert_eq!(
+            parse("[process]\nuser = \"1000:1000\"\n")
+                .unwrap()
+                .process
+                .forced_user(),
+            Some((1000, 1000))
+        );
+        assert!(parse("[process]\nuser = \"agent\"\n").is_err());
+    }
+
+    #[test]
+    fn env_patterns() {
+        let p = Policy::default();
+        assert!(p.process.env_allowed("LC_ALL"));
+        assert!(p.process.env_allowed("PATH"));
+        assert!(!p.process.env_allowed("GITHUB_TOKEN"));
+        assert!(!p.process.env_allowed("PATHX"));
+    }
+
+    #[test]
+    fn allow_entries_parse() {
+        let r: AllowRule = "192.0.2.10".parse().unwrap();
+        assert_eq!((r.ports, r.protocol), (None, Protocol::Tcp));
+        let r: AllowRule = "198.51.100.0/24:443".parse().unwrap();
+        assert_eq!(r.ports, Some((443, 443)));
+        assert_eq!(r.net.to_string(), "198.51.100.0/24");
+        let r: AllowRule = "203.0.113.5:8000-8100/udp".parse().unwrap();
+        assert_eq!((r.ports, r.protocol), (Some((8000, 8100)), Protocol::Udp));
+        let r: AllowRule = "[2001:db8::1]:443".parse().unwrap();
+        assert_eq!(r.to_string(), "[2001:db8::1/128]:443");
+        let r: AllowRule = "2001:db8::/32".parse().unwrap();
+        assert_eq!(r.ports, None);
+        assert!("300.1.1.1".parse::<AllowRule>().is_err());
+        assert!("1.2.3.4:0".parse::<AllowRule>().is_err());
+        assert!("1.2.3.4:9-3".parse::<AllowRule>().is_err());
+    }
+
+    #[test]
+    fn allowlist_mode_needs_entries() {
+        assert!(parse("[network]\nmode = \"allowlist\"\n").is_err());
+        assert!(parse("[network]\nmode = \"none\"\nallow = [\"1.2.3.4\"]\n").is_err());
+        let p = parse("[network]\nmode = \"allowlist\"\nallow = [\"1.2.3.4:80\"]\n").unwrap();
+        assert_eq!(p.network.allow.len(), 1);
+    }
+}

@@ -1,0 +1,188 @@
+//! The rule chain. Each rule is a small function in [`crate::rules`]; the
+//! engine runs them in a fixed order over one `serde_json::Value`, so fields
+//! no rule knows are preserved, and collects every change.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::Policy;
+use crate::decision::{Change, Denial, Record, Refusal};
+use crate::host::HostView;
+use crate::rules;
+
+/// The argument that marks vibe-shim's own hook entry in `hooks.createRuntime`.
+pub const NETWORK_HOOK_MARKER: &str = "vibe-shim-network-hook";
+
+/// What a create-time rewrite needs beyond the spec and the policy.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CreateContext {
+    /// The runc container id (for Docker, the container's full id).
+    pub container_id: String,
+    /// The hook entry to add (`{"path", "args", "env", "timeout"}`); `None`
+    /// only in tests and `policy explain`.
+    pub network_hook: Option<Value>,
+    /// The real runtime vibe-shim will exec; judged by the network rule.
+    pub runtime_path: PathBuf,
+}
+
+/// A rewritten document plus everything that was changed in it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rewrite {
+    pub document: Value,
+    pub changes: Vec<Change>,
+}
+
+/// Everything a rule may look at.
+pub struct RuleContext<'a> {
+    pub policy: &'a Policy,
+    pub host: &'a dyn HostView,
+    /// Set for create/run/restore; `None` for exec.
+    pub create: Option<&'a CreateContext>,
+    /// Prefix for `Change::field`: `/process` inside a spec, `` for an exec process.
+    pub process_field: &'a str,
+}
+
+/// A rule over the whole spec.
+pub type SpecRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
+/// A rule over one process object (the spec's `process`, or an exec's process.json).
+pub type ProcessRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
+
+/// Rules that hold for every process: the container's init and every exec.
+pub const PROCESS_RULES: &[ProcessRule] = &[
+    rules::proc_fd::apply,
+    rules::capabilities::apply,
+    rules::no_new_privileges::apply,
+    rules::user::apply,
+    rules::env::apply,
+    rules::home::apply_process,
+];
+
+/// Rules over the whole spec, in order. Mount rules run before the policy's
+/// own tmpfs mounts are added, so those are never judged as client mounts.
+pub const SPEC_RULES: &[SpecRule] = &[
+    apply_process_rules,
+    rules::readonly_root::apply,
+    rules::namespaces::apply,
+    rules::kernel_mounts::apply,
+    rules::binds::apply,
+    rules::tmpfs::apply,
+    rules::home::apply_mount,
+    rules::propagation::apply,
+    rules::masked_paths::apply,
+    rules::devices::apply,
+    rules::seccomp::apply,
+    rules::sysctls::apply,
+    rules::pids::apply,
+    rules::network_hook::apply,
+];
+
+fn apply_process_rules(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let process = crate::json::object_at(spec, "process");
+    let mut process_value = Value::Object(std::mem::take(process));
+    let result = PROCESS_RULES
+        .iter()
+        .try_for_each(|rule| rule(&mut process_value, cx, rec));
+    if let Value::Object(map) = process_value {
+        *crate::json::object_at(spec, "process") = map;
+    }
+    result
+}
+
+/// Checks that the document is a valid OCI runtime spec, using oci-spec's types.
+fn validate_spec(spec: &Value) -> Result<(), Denial> {
+    serde_json::from_value::<oci_spec::runtime::Spec>(spec.clone())
+        .map(|_| ())
+        .map_err(|e| {
+            Denial::new(
+                "spec",
+                "/",
+                "config.json",
+                format!("not a valid OCI runtime spec: {e}"),
+            )
+        })
+}
+
+/// Rewrites a bundle's `config.json` for create, run and restore.
+pub fn enforce_create(
+    spec: &Value,
+    policy: &Policy,
+    host: &dyn HostView,
+    ctx: &CreateContext,
+) -> Result<Rewrite, Refusal> {
+    let cx = RuleContext {
+        policy,
+        host,
+        create: Some(ctx),
+        process_field: "/process",
+    };
+    run_chain(spec, &cx, SPEC_RULES, Some(validate_spec))
+}
+
+/// Rewrites an exec's process JSON (runc `exec --process FILE`).
+pub fn enforce_process(
+    process: &Value,
+    policy: &Policy,
+    host: &dyn HostView,
+) -> Result<Rewrite, Refusal> {
+    let cx = RuleContext {
+        policy,
+        host,
+        create: None,
+        process_field: "",
+    };
+    run_chain(process, &cx, PROCESS_RULES, None)
+}
+
+/// Rewrites the resources of `runc update` (`--resources` JSON).
+pub fn enforce_update(
+    resources: &Value,
+    policy: &Policy,
+    host: &dyn HostView,
+) -> Result<Rewrite, Refusal> {
+    let cx = RuleContext {
+        policy,
+        host,
+        create: None,
+        process_field: "",
+    };
+    run_chain(
+        resources,
+        &cx,
+        &[rules::pids::apply_update, rules::devices::apply_update],
+        None,
+    )
+}
+
+fn run_chain(
+    input: &Value,
+    cx: &RuleContext,
+    chain: &[SpecRule],
+    validate: Option<fn(&Value) -> Result<(), Denial>>,
+) -> Result<Rewrite, Refusal> {
+    let mut rec = Record::default();
+    let refuse = |denial: Denial, rec: Record| Refusal {
+        denial,
+        changes: rec.changes,
+    };
+    if !input.is_object() {
+        let denial = Denial::new("spec", "/", input.to_string(), "expected a JSON object");
+        return Err(refuse(denial, rec));
+    }
+    if let Some(validate) = validate {
+        if let Err(denial) = validate(input) {
+            return Err(refuse(denial, rec));
+        }
+    }
+    let mut document = input.clone();
+    for rule in chain {
+        if let Err(denial) = rule(&mut document, cx, &mut rec) {
+            return Err(refuse(denial, rec));
+        }
+    }
+    Ok(Rewrite {
+        document,
+        changes: rec.changes,
+    })
+}

@@ -1,0 +1,1 @@
+//! TODO(stub): invariants every rewritten spec satisfies.

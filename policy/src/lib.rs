@@ -1,0 +1,22 @@
+//! vibe-policy: the pure half of vibe-shim.
+//!
+//! [`engine`] turns an OCI runtime spec (or an exec process, or an update's
+//! resources) plus the administrator's [`config::Policy`] into a rewritten
+//! document and the list of [`decision::Change`]s it made, or a
+//! [`decision::Refusal`]. It never touches the host: what it must know about
+//! the host comes through [`host::HostView`].
+
+pub mod config;
+pub mod decision;
+pub mod engine;
+pub mod host;
+pub mod invariants;
+pub mod json;
+pub mod rules;
+
+pub use config::{ConfigError, Policy};
+pub use decision::{Change, Denial, Record, Refusal};
+pub use engine::{
+    enforce_create, enforce_process, enforce_update, CreateContext, Rewrite, NETWORK_HOOK_MARKER,
+};
+pub use host::{FakeHost, HostView};

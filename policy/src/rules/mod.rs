@@ -1,0 +1,23 @@
+//! One module per rule. Each exposes `apply` (and for the update path,
+//! `apply_update`) with the signatures in [`crate::engine`], records every
+//! change in the [`crate::Record`], and returns a [`crate::Denial`] when the
+//! spec cannot be made to follow the policy.
+
+pub mod binds;
+pub mod capabilities;
+pub mod devices;
+pub mod env;
+pub mod home;
+pub mod kernel_mounts;
+pub mod masked_paths;
+pub mod namespaces;
+pub mod network_hook;
+pub mod no_new_privileges;
+pub mod pids;
+pub mod proc_fd;
+pub mod propagation;
+pub mod readonly_root;
+pub mod seccomp;
+pub mod sysctls;
+pub mod tmpfs;
+pub mod user;

@@ -1,0 +1,2 @@
+//! TODO(stub): vibe-shim entry point.
+fn main() {}

@@ -1,0 +1,1 @@
+//! TODO: shared helpers for the integration suites.
