@@ -48,6 +48,8 @@ pub struct RuleContext<'a> {
 pub type SpecRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
 /// A rule over one process object (the spec's `process`, or an exec's process.json).
 pub type ProcessRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
+/// A check of the input document before any rule runs.
+type Validator = fn(&Value) -> Result<(), Denial>;
 
 /// Rules that hold for every process: the container's init and every exec.
 pub const PROCESS_RULES: &[ProcessRule] = &[
@@ -159,7 +161,7 @@ fn run_chain(
     input: &Value,
     cx: &RuleContext,
     chain: &[SpecRule],
-    validate: Option<fn(&Value) -> Result<(), Denial>>,
+    validate: Option<Validator>,
 ) -> Result<Rewrite, Refusal> {
     let mut rec = Record::default();
     let refuse = |denial: Denial, rec: Record| Refusal {

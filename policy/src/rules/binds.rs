@@ -1,10 +1,471 @@
-//! TODO(stub): binds rule.
+//! Bind mounts, the core of the filesystem policy. A bind is allowed only if
+//! it is one of the engine's own per-container files, or if its canonical
+//! source lies in a `filesystem.bind` subtree. Every allowed bind is made
+//! non-recursive, nosuid and nodev, and gets its canonical source written
+//! back, so runc mounts exactly the path that was judged (a symlink swapped
+//! in after the check no longer matters for the path we wrote).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::config::BindMode;
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
+use crate::host::HostView;
+use crate::json::{as_object, str_field};
+use crate::rules::kernel_mounts::{
+    add_option, destination, edit_options, is_bind, mounts_mut, remove_option,
+};
 
-pub fn apply(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+const RULE: &str = "binds";
+
+/// Destinations the engine fills from its own per-container directory, with
+/// the file name the source must have (Docker: `<data-root>/containers/<id>/hosts`,
+/// `.../<id>/mounts/shm`; podman: `.../overlay-containers/<id>/userdata/hosts`).
+const ENGINE_FILES: &[(&str, &str)] = &[
+    ("/etc/resolv.conf", "resolv.conf"),
+    ("/etc/hostname", "hostname"),
+    ("/etc/hosts", "hosts"),
+    ("/dev/shm", "shm"),
+    ("/run/.containerenv", ".containerenv"),
+];
+
+/// Why a bind passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    EngineFile,
+    Allowed(BindMode),
+}
+
+pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let container_id = cx.create.map(|c| c.container_id.as_str()).unwrap_or("");
+    // An allow source that does not exist matches nothing.
+    let allowed: Vec<(PathBuf, BindMode)> = cx
+        .policy
+        .filesystem
+        .bind
+        .iter()
+        .filter_map(|b| cx.host.canonicalize(&b.source).map(|c| (c, b.mode)))
+        .collect();
+    let Some(mounts) = mounts_mut(spec) else {
+        return Ok(());
+    };
+    for (index, mount) in mounts.iter_mut().enumerate() {
+        if !is_bind(mount) {
+            continue;
+        }
+        let field = format!("/mounts/{index}/source");
+        let source = str_field(mount, "source").to_string();
+        // runc would resolve a relative source against the bundle, which the
+        // policy cannot see; refuse rather than guess.
+        if !source.starts_with('/') {
+            return Err(Denial::new(
+                RULE,
+                field,
+                source,
+                "bind mount source must be an absolute host path",
+            ));
+        }
+        let canonical = cx.host.canonicalize(Path::new(&source)).ok_or_else(|| {
+            Denial::new(
+                RULE,
+                &field,
+                &source,
+                "bind mount source does not exist or cannot be resolved",
+            )
+        })?;
+        let named = if canonical == Path::new(&source) {
+            source.clone()
+        } else {
+            format!("{source} (resolves to {})", canonical.display())
+        };
+        let verdict = if is_engine_file(&destination(mount), &canonical, container_id) {
+            Verdict::EngineFile
+        } else {
+            judge_allowlist(&canonical, &allowed, cx.host)
+                .map_err(|reason| Denial::new(RULE, &field, &named, reason))?
+        };
+        let canonical_text = canonical.to_str().ok_or_else(|| {
+            Denial::new(RULE, &field, &named, "canonical source is not valid UTF-8")
+        })?;
+        if canonical_text != source {
+            as_object(mount).insert("source".into(), Value::from(canonical_text));
+            rec.change(
+                RULE,
+                field,
+                Value::from(source),
+                Value::from(canonical_text),
+            );
+        }
+        edit_options(mount, index, RULE, rec, |options| {
+            force_non_recursive(options);
+            add_option(options, "nosuid");
+            remove_option(options, "suid");
+            add_option(options, "nodev");
+            remove_option(options, "dev");
+            if verdict == Verdict::Allowed(BindMode::Ro) {
+                remove_option(options, "rw");
+                add_option(options, "ro");
+            }
+        });
+    }
     Ok(())
+}
+
+/// `rbind` would carry every mount below the source in with it.
+fn force_non_recursive(options: &mut Vec<String>) {
+    let first = options.iter().position(|o| o == "bind" || o == "rbind");
+    options.retain(|o| o != "bind" && o != "rbind");
+    options.insert(first.unwrap_or(0), "bind".to_string());
+}
+
+/// Engine-generated container ids (Docker, podman, containerd CRI) are long
+/// hex strings. Requiring that shape keeps a hand-picked id such as `etc`
+/// from turning the host's own `/etc/hosts` into an "engine file".
+fn looks_like_engine_id(id: &str) -> bool {
+    id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// An engine's per-container file: a known destination, a source with the
+/// same file name, inside a directory named after this container (its
+/// parent or grandparent).
+fn is_engine_file(dest: &str, canonical: &Path, container_id: &str) -> bool {
+    let Some((_, name)) = ENGINE_FILES.iter().find(|(d, _)| *d == dest) else {
+        return false;
+    };
+    if !looks_like_engine_id(container_id) || canonical.file_name() != Some(OsStr::new(name)) {
+        return false;
+    }
+    canonical
+        .parent()
+        .into_iter()
+        .flat_map(Path::ancestors)
+        .take(2)
+        .any(|dir| dir.file_name() == Some(OsStr::new(container_id)))
+}
+
+/// Judges a canonical source against the canonical allow roots. The most
+/// specific root decides the mode, so `/srv` ro with `/srv/wt` rw gives rw
+/// below `/srv/wt`.
+fn judge_allowlist(
+    canonical: &Path,
+    allowed: &[(PathBuf, BindMode)],
+    host: &dyn HostView,
+) -> Result<Verdict, String> {
+    // Path::starts_with compares whole components: /srv/wt2 is not under /srv/wt.
+    let (root, mode) = allowed
+        .iter()
+        .filter(|(root, _)| canonical.starts_with(root))
+        .max_by_key(|(root, _)| root.components().count())
+        .ok_or("bind mount source is not under an allowed path (filesystem.bind)")?;
+    let mount_point = host
+        .mount_point_of(canonical)
+        .ok_or("cannot find the host mount that holds the bind mount source")?;
+    if mount_point != *root && mount_point.starts_with(root) {
+        return Err(format!(
+            "bind mount source is on {}, a separate mount inside the allowed subtree {}, \
+             and could carry another host path in",
+            mount_point.display(),
+            root.display()
+        ));
+    }
+    Ok(Verdict::Allowed(*mode))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BindAllow, Policy};
+    use crate::engine::CreateContext;
+    use crate::host::FakeHost;
+    use crate::json::strings;
+    use serde_json::json;
+
+    fn fixture(name: &str) -> Value {
+        let text = match name {
+            "default" => include_str!("../../tests/fixtures/docker-20.10/config-default.json"),
+            "bind-root" => include_str!("../../tests/fixtures/docker-20.10/config-bind-root.json"),
+            "docker-sock" => {
+                include_str!("../../tests/fixtures/docker-20.10/config-docker-sock.json")
+            }
+            "etc-ro" => include_str!("../../tests/fixtures/docker-20.10/config-etc-ro.json"),
+            "mount-bind" => {
+                include_str!("../../tests/fixtures/docker-20.10/config-mount-bind.json")
+            }
+            "volume-etc" => {
+                include_str!("../../tests/fixtures/docker-20.10/config-volume-etc.json")
+            }
+            "worktree" => include_str!("../../tests/fixtures/docker-20.10/config-worktree.json"),
+            "init" => include_str!("../../tests/fixtures/docker-20.10/config-init.json"),
+            other => panic!("no fixture {other}"),
+        };
+        serde_json::from_str(text).unwrap()
+    }
+
+    /// Docker's container id, as it appears in the cgroup path.
+    fn container_id(spec: &Value) -> String {
+        spec["linux"]["cgroupsPath"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("/docker/")
+            .to_string()
+    }
+
+    fn policy_with(binds: &[(&str, BindMode)]) -> Policy {
+        let mut policy = Policy::default();
+        policy.filesystem.bind = binds
+            .iter()
+            .map(|(source, mode)| BindAllow {
+                source: PathBuf::from(source),
+                mode: *mode,
+            })
+            .collect();
+        policy
+    }
+
+    fn run_with(
+        spec: &mut Value,
+        policy: &Policy,
+        host: &FakeHost,
+        id: &str,
+    ) -> Result<Record, Denial> {
+        let ctx = CreateContext {
+            container_id: id.to_string(),
+            ..CreateContext::default()
+        };
+        let cx = RuleContext {
+            policy,
+            host,
+            create: Some(&ctx),
+            process_field: "/process",
+        };
+        let mut rec = Record::default();
+        apply(spec, &cx, &mut rec).map(|_| rec)
+    }
+
+    fn run(spec: &mut Value, policy: &Policy, host: &FakeHost) -> Result<Record, Denial> {
+        let id = container_id(spec);
+        run_with(spec, policy, host, &id)
+    }
+
+    fn mount_at<'a>(spec: &'a Value, dest: &str) -> &'a Value {
+        spec["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["destination"] == dest)
+            .unwrap()
+    }
+
+    #[test]
+    fn docker_engine_files_pass_non_recursive_nosuid_nodev() {
+        let mut spec = fixture("default");
+        let rec = run(&mut spec, &Policy::default(), &FakeHost::new()).unwrap();
+        for dest in ["/etc/resolv.conf", "/etc/hostname", "/etc/hosts"] {
+            let options = strings(mount_at(&spec, dest).get("options"));
+            assert_eq!(options, ["bind", "rprivate", "nosuid", "nodev"], "{dest}");
+        }
+        let fields: Vec<_> = rec.changes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "/mounts/7/options",
+                "/mounts/8/options",
+                "/mounts/9/options"
+            ]
+        );
+    }
+
+    #[test]
+    fn engine_file_of_another_container_is_refused() {
+        let mut spec = fixture("default");
+        let other = "0123456789abcdef0123456789abcdef";
+        let denial = run_with(&mut spec, &Policy::default(), &FakeHost::new(), other).unwrap_err();
+        assert_eq!(denial.field, "/mounts/7/source");
+        assert!(denial.value.ends_with("/resolv.conf"), "{denial}");
+    }
+
+    #[test]
+    fn engine_file_needs_matching_name_and_engine_like_id() {
+        let id = "0123456789abcdef";
+        let mut spec = json!({"mounts": [{"destination": "/etc/hosts", "type": "bind",
+            "source": format!("/var/lib/docker/containers/{id}/config.v2.json"), "options": ["rbind"]}]});
+        assert!(run_with(&mut spec, &Policy::default(), &FakeHost::new(), id).is_err());
+        // A hand-picked id "etc" must not make the host's /etc/hosts an engine file.
+        let mut spec = json!({"mounts": [{"destination": "/etc/hosts", "type": "bind",
+            "source": "/etc/hosts", "options": ["rbind"]}]});
+        assert!(run_with(&mut spec, &Policy::default(), &FakeHost::new(), "etc").is_err());
+    }
+
+    #[test]
+    fn podman_userdata_files_pass() {
+        let id = "a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6abcd";
+        let base = format!("/var/lib/containers/storage/overlay-containers/{id}/userdata");
+        let mut spec = json!({"mounts": [
+            {"destination": "/etc/hosts", "type": "bind", "source": format!("{base}/hosts"),
+             "options": ["bind", "private"]},
+            {"destination": "/run/.containerenv", "type": "bind",
+             "source": format!("{base}/.containerenv"), "options": ["bind", "private"]},
+        ]});
+        run_with(&mut spec, &Policy::default(), &FakeHost::new(), id).unwrap();
+        let options = strings(mount_at(&spec, "/etc/hosts").get("options"));
+        assert_eq!(options, ["bind", "private", "nosuid", "nodev"]);
+    }
+
+    #[test]
+    fn host_paths_outside_the_allowlist_are_refused() {
+        let policy = policy_with(&[("/srv/wt", BindMode::Rw)]);
+        for (name, source) in [
+            ("bind-root", "/"),
+            ("docker-sock", "/run/vs-dev/docker.sock"),
+            ("etc-ro", "/etc"),
+            ("mount-bind", "/etc"),
+        ] {
+            let mut spec = fixture(name);
+            let denial = run(&mut spec, &policy, &FakeHost::new()).unwrap_err();
+            assert_eq!(denial.rule, RULE);
+            assert_eq!(denial.value, source, "{name}");
+            assert!(denial.reason.contains("filesystem.bind"), "{denial}");
+        }
+    }
+
+    #[test]
+    fn worktree_bind_passes_non_recursive() {
+        let mut spec = fixture("worktree");
+        let policy = policy_with(&[("/srv/wt", BindMode::Rw)]);
+        run(&mut spec, &policy, &FakeHost::new()).unwrap();
+        let mount = mount_at(&spec, "/srv/wt");
+        assert_eq!(mount["source"], "/srv/wt");
+        assert_eq!(
+            strings(mount.get("options")),
+            ["bind", "rprivate", "nosuid", "nodev"]
+        );
+    }
+
+    #[test]
+    fn sibling_with_common_prefix_is_not_under_the_allow_root() {
+        let policy = policy_with(&[("/srv/wt", BindMode::Rw)]);
+        let mut spec = json!({"mounts": [{"destination": "/w", "type": "bind",
+            "source": "/srv/wt2/x", "options": ["rbind"]}]});
+        assert!(run_with(&mut spec, &policy, &FakeHost::new(), "").is_err());
+    }
+
+    #[test]
+    fn symlinks_are_judged_by_their_canonical_path() {
+        let policy = policy_with(&[("/srv/wt", BindMode::Rw)]);
+        let mut host = FakeHost::new();
+        host.canonical
+            .insert(PathBuf::from("/srv/wt/escape"), PathBuf::from("/etc"));
+        host.canonical.insert(
+            PathBuf::from("/srv/wt/alias"),
+            PathBuf::from("/srv/wt/real"),
+        );
+        let mut spec = json!({"mounts": [{"destination": "/w", "type": "bind",
+            "source": "/srv/wt/escape/shadow", "options": ["rbind"]}]});
+        let denial = run_with(&mut spec, &policy, &host, "").unwrap_err();
+        assert!(denial.value.contains("resolves to /etc/shadow"), "{denial}");
+
+        let mut spec = json!({"mounts": [{"destination": "/w", "type": "bind",
+            "source": "/srv/wt/alias/src", "options": ["rbind"]}]});
+        let rec = run_with(&mut spec, &policy, &host, "").unwrap();
+        assert_eq!(spec["mounts"][0]["source"], "/srv/wt/real/src");
+        assert_eq!(rec.changes[0].field, "/mounts/0/source");
+        assert_eq!(rec.changes[0].before, "/srv/wt/alias/src");
+    }
+
+    #[test]
+    fn missing_source_or_missing_allow_root_is_refused() {
+        let policy = policy_with(&[("/srv/wt", BindMode::Rw)]);
+        let mut host = FakeHost::new();
+        host.all_paths_exist = false;
+        host.canonical
+            .insert(PathBuf::from("/srv/other"), PathBuf::from("/srv/other"));
+        let mut spec = json!({"mounts": [{"destination": "/w", "type": "bind",
+            "source": "/srv/wt/gone", "options": ["rbind"]}]});
+        let denial = run_with(&mut spec, &policy, &host, "").unwrap_err();
+        assert!(denial.reason.contains("does not exist"), "{denial}");
+        // /srv/wt itself is missing, so nothing can be under it.
+        host.canonical
+            .insert(PathBuf::from("/srv/wt/x"), PathBuf::from("/srv/wt/x"));
+        let mut spec = json!({"mounts": [{"destination": "/w", "type": "bind",
+            "source": "/srv/wt/x", "options": ["rbind"]}]});
+        let denial = run_with(&mut spec, &policy, &host, "").unwrap_err();
+        assert!(
+            denial.reason.contains("not under an allowed path"),
+            "{denial}"
+        );
+    }
+
+    #[test]
+    fn relative_source_is_refused() {
+        let mut spec = json!({"mounts": [{"destination": "/w", "type": "bind",
+            "source": "srv/wt", "options": ["bind"]}]});
+        let policy = policy_with(&[("/srv/wt", BindMode::Rw)]);
+        assert!(run_with(&mut spec, &policy, &FakeHost::new(), "").is_err());
+    }
+
+    #[test]
+    fn named_volume_over_a_host_path_is_a_separate_mount_and_refused() {
+        let mut spec = fixture("volume-etc");
+        let mut host = FakeHost::new();
+        // `docker volume create -o type=none -o o=bind -o device=/etc etcvol`
+        // makes _data a bind mount of /etc on the host.
+        host.mount_points
+            .insert(PathBuf::from("/var/lib/vs-dev/volumes/etcvol/_data"));
+        let denial = run(&mut spec, &Policy::default(), &host).unwrap_err();
+        assert!(
+            denial.reason.contains("not under an allowed path"),
+            "{denial}"
+        );
+        let policy = policy_with(&[("/var/lib/vs-dev/volumes", BindMode::Rw)]);
+        let denial = run(&mut spec, &policy, &host).unwrap_err();
+        assert!(denial.reason.contains("separate mount"), "{denial}");
+        assert_eq!(denial.value, "/var/lib/vs-dev/volumes/etcvol/_data");
+    }
+
+    #[test]
+    fn allow_root_that_is_itself_a_mount_is_fine() {
+        let mut host = FakeHost::new();
+        host.mount_points.insert(PathBuf::from("/srv/wt"));
+        let policy = policy_with(&[("/srv/wt", BindMode::Rw)]);
+        let mut spec = fixture("worktree");
+        run(&mut spec, &policy, &host).unwrap();
+    }
+
+    #[test]
+    fn docker_init_single_file_read_only() {
+        let mut spec = fixture("init");
+        assert!(run(&mut spec, &Policy::default(), &FakeHost::new()).is_err());
+        let policy = policy_with(&[("/usr/bin/docker-init", BindMode::Ro)]);
+        run(&mut spec, &policy, &FakeHost::new()).unwrap();
+        let options = strings(mount_at(&spec, "/sbin/docker-init").get("options"));
+        assert_eq!(options, ["bind", "ro", "nosuid", "nodev"]);
+    }
+
+    #[test]
+    fn read_only_mode_removes_rw_and_most_specific_root_decides() {
+        let policy = policy_with(&[("/srv", BindMode::Ro), ("/srv/wt", BindMode::Rw)]);
+        let mut spec = json!({"mounts": [
+            {"destination": "/a", "type": "bind", "source": "/srv/data", "options": ["rbind", "rw", "suid"]},
+            {"destination": "/b", "type": "bind", "source": "/srv/wt/x", "options": ["rbind", "rw"]},
+        ]});
+        run_with(&mut spec, &policy, &FakeHost::new(), "").unwrap();
+        assert_eq!(
+            strings(spec["mounts"][0].get("options")),
+            ["bind", "nosuid", "nodev", "ro"]
+        );
+        assert_eq!(
+            strings(spec["mounts"][1].get("options")),
+            ["bind", "rw", "nosuid", "nodev"]
+        );
+    }
+
+    #[test]
+    fn bind_option_on_another_type_is_still_judged() {
+        let mut spec = json!({"mounts": [{"destination": "/x", "type": "tmpfs",
+            "source": "/etc", "options": ["rbind"]}]});
+        assert!(run_with(&mut spec, &Policy::default(), &FakeHost::new(), "").is_err());
+    }
 }

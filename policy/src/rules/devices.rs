@@ -1,14 +1,199 @@
-//! TODO(stub): devices rule.
+//! Devices. Only the default safe character devices stay reachable: null,
+//! zero, full, random, urandom, tty, console, ptmx and the pty slaves. Any
+//! `--device` node is dropped, and the cgroup device rules are replaced by a
+//! fixed list, so neither a created node nor a client rule opens a disk.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
+use crate::json::str_field;
 
-pub fn apply(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+const RULE: &str = "devices";
+
+/// (major, minor) of the character devices a container may have.
+pub const SAFE_DEVICES: &[(i64, i64)] = &[
+    (1, 3), // null
+    (1, 5), // zero
+    (1, 7), // full
+    (1, 8), // random
+    (1, 9), // urandom
+    (5, 0), // tty
+    (5, 1), // console
+    (5, 2), // ptmx
+];
+
+/// The pty slaves, `/dev/pts/*` (any minor).
+pub const PTS_MAJOR: i64 = 136;
+
+/// Whether a `linux.devices` entry is one of the safe character devices.
+pub fn is_safe_device(device: &Value) -> bool {
+    let number = |key| device.get(key).and_then(Value::as_i64);
+    match (str_field(device, "type"), number("major"), number("minor")) {
+        ("c", Some(major), Some(minor)) => SAFE_DEVICES.contains(&(major, minor)),
+        _ => false,
+    }
+}
+
+/// The cgroup device rules every container gets: deny all, then the safe set.
+pub fn cgroup_device_rules() -> Value {
+    let mut rules = vec![json!({"allow": false, "access": "rwm"})];
+    for (major, minor) in SAFE_DEVICES {
+        rules.push(
+            json!({"allow": true, "type": "c", "major": major, "minor": minor, "access": "rwm"}),
+        );
+    }
+    // No minor means every minor.
+    rules.push(json!({"allow": true, "type": "c", "major": PTS_MAJOR, "access": "rwm"}));
+    Value::Array(rules)
+}
+
+pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let linux = crate::json::object_at(spec, "linux");
+    if let Some(devices) = linux.get_mut("devices").and_then(Value::as_array_mut) {
+        for (index, device) in std::mem::take(devices).into_iter().enumerate() {
+            if is_safe_device(&device) {
+                devices.push(device);
+            } else {
+                rec.change(RULE, format!("/linux/devices/{index}"), device, Value::Null);
+            }
+        }
+    }
+    let resources = crate::json::object_at(linux_value(spec), "resources");
+    let before = resources.get("devices").cloned().unwrap_or(Value::Null);
+    let after = cgroup_device_rules();
+    resources.insert("devices".into(), after.clone());
+    rec.change(RULE, "/linux/resources/devices", before, after);
     Ok(())
 }
 
-pub fn apply_update(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+fn linux_value(spec: &mut Value) -> &mut Value {
+    crate::json::as_object(spec)
+        .entry("linux")
+        .or_insert_with(|| json!({}))
+}
+
+/// `runc update` must never widen device access, so a `devices` key is dropped.
+pub fn apply_update(
+    resources: &mut Value,
+    _cx: &RuleContext,
+    rec: &mut Record,
+) -> Result<(), Denial> {
+    if let Some(map) = resources.as_object_mut() {
+        if let Some(before) = map.remove("devices") {
+            rec.change(RULE, "/devices", before, Value::Null);
+        }
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Policy;
+    use crate::host::FakeHost;
+
+    fn with_cx<T>(f: impl FnOnce(&RuleContext) -> T) -> T {
+        let policy = Policy::default();
+        let host = FakeHost::new();
+        let cx = RuleContext {
+            policy: &policy,
+            host: &host,
+            create: None,
+            process_field: "/process",
+        };
+        f(&cx)
+    }
+
+    fn run(spec: &mut Value) -> Record {
+        let mut rec = Record::default();
+        with_cx(|cx| apply(spec, cx, &mut rec)).unwrap();
+        rec
+    }
+
+    #[test]
+    fn device_flag_is_dropped_and_its_cgroup_rule_too() {
+        let mut spec: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/config-device.json"
+        ))
+        .unwrap();
+        let rec = run(&mut spec);
+        assert_eq!(spec["linux"]["devices"], json!([]));
+        assert_eq!(spec["linux"]["resources"]["devices"], cgroup_device_rules());
+        assert_eq!(rec.changes[0].field, "/linux/devices/0");
+        assert_eq!(rec.changes[0].before["path"], "/dev/vda");
+        assert_eq!(rec.changes[1].field, "/linux/resources/devices");
+        // The rest of resources is kept.
+        assert!(spec["linux"]["resources"].get("memory").is_some());
+    }
+
+    #[test]
+    fn privileged_keeps_only_the_safe_nodes() {
+        let mut spec: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/config-privileged.json"
+        ))
+        .unwrap();
+        run(&mut spec);
+        let paths: Vec<_> = spec["linux"]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/dev/full",
+                "/dev/null",
+                "/dev/ptmx",
+                "/dev/random",
+                "/dev/tty",
+                "/dev/urandom",
+                "/dev/zero"
+            ]
+        );
+        assert_eq!(
+            spec["linux"]["resources"]["devices"][0],
+            json!({"allow": false, "access": "rwm"})
+        );
+    }
+
+    #[test]
+    fn block_device_with_safe_numbers_is_not_safe() {
+        assert!(!is_safe_device(
+            &json!({"path": "/dev/x", "type": "b", "major": 1, "minor": 3})
+        ));
+        assert!(is_safe_device(
+            &json!({"path": "/dev/x", "type": "c", "major": 1, "minor": 3})
+        ));
+    }
+
+    #[test]
+    fn spec_without_devices_gets_only_cgroup_rules() {
+        let mut spec = json!({"linux": {}});
+        run(&mut spec);
+        assert!(spec["linux"].get("devices").is_none());
+        let rules = cgroup_device_rules();
+        assert_eq!(spec["linux"]["resources"]["devices"], rules);
+        assert_eq!(
+            rules[9],
+            json!({"allow": true, "type": "c", "major": 136, "access": "rwm"})
+        );
+    }
+
+    #[test]
+    fn update_drops_device_rules() {
+        let mut update: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/update-memory.json"
+        ))
+        .unwrap();
+        let original = update.clone();
+        let mut rec = Record::default();
+        with_cx(|cx| apply_update(&mut update, cx, &mut rec)).unwrap();
+        assert_eq!(update, original);
+        update["devices"] = json!([{"allow": true, "access": "rwm"}]);
+        with_cx(|cx| apply_update(&mut update, cx, &mut rec)).unwrap();
+        assert_eq!(update, original);
+        assert_eq!(rec.changes[0].field, "/devices");
+    }
 }

@@ -1,10 +1,212 @@
-//! TODO(stub): kernel_mounts rule.
+//! The standard kernel filesystems (proc, sysfs, cgroup, mqueue, devpts and
+//! the tmpfs at `/dev` and `/dev/shm`) are kept but forced `nosuid`/`nodev`,
+//! and `/sys` and cgroup read-only, so `--privileged` cannot hand out a
+//! writable sysfs. Any other filesystem type is refused: runc mounts as host
+//! root, so a mount of type `ext4` with source `/dev/vda1` would bring the
+//! host disk in without ever being a bind.
+//!
+//! Also home to the small mount-option helpers the other mount rules share.
 
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
+use crate::json::{as_object, clean_path, str_field, strings};
 
-pub fn apply(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+const RULE: &str = "kernel_mounts";
+
+/// Kernel filesystem types kept in every container.
+const KERNEL_TYPES: &[&str] = &["proc", "sysfs", "cgroup", "cgroup2", "mqueue", "devpts"];
+/// Types forced read-only: a writable sysfs or cgroupfs reaches the host.
+const READ_ONLY_TYPES: &[&str] = &["sysfs", "cgroup", "cgroup2"];
+
+/// Whether runc bind-mounts this entry: type `bind`, or a `bind`/`rbind`
+/// option (runc honours the option whatever the type says).
+pub(crate) fn is_bind(mount: &Value) -> bool {
+    str_field(mount, "type") == "bind"
+        || strings(mount.get("options"))
+            .iter()
+            .any(|o| o == "bind" || o == "rbind")
+}
+
+/// A tmpfs that is not really a bind in disguise.
+pub(crate) fn is_tmpfs(mount: &Value) -> bool {
+    str_field(mount, "type") == "tmpfs" && !is_bind(mount)
+}
+
+/// The mount's destination, lexically cleaned.
+pub(crate) fn destination(mount: &Value) -> String {
+    clean_path(str_field(mount, "destination"))
+}
+
+/// Adds `option` unless present.
+pub(crate) fn add_option(options: &mut Vec<String>, option: &str) {
+    if !options.iter().any(|o| o == option) {
+        options.push(option.to_string());
+    }
+}
+
+/// Removes every occurrence of `option`.
+pub(crate) fn remove_option(options: &mut Vec<String>, option: &str) {
+    options.retain(|o| o != option);
+}
+
+/// Edits `mounts[index].options` in place and records the change.
+pub(crate) fn edit_options(
+    mount: &mut Value,
+    index: usize,
+    rule: &'static str,
+    rec: &mut Record,
+    edit: impl FnOnce(&mut Vec<String>),
+) {
+    let before = mount.get("options").cloned().unwrap_or(Value::Null);
+    let mut options = strings(mount.get("options"));
+    edit(&mut options);
+    if before.is_null() && options.is_empty() {
+        return;
+    }
+    let after = Value::from(options);
+    if before != after {
+        as_object(mount).insert("options".into(), after.clone());
+        rec.change(rule, format!("/mounts/{index}/options"), before, after);
+    }
+}
+
+/// `spec.mounts`, if present as an array.
+pub(crate) fn mounts_mut(spec: &mut Value) -> Option<&mut Vec<Value>> {
+    spec.get_mut("mounts").and_then(Value::as_array_mut)
+}
+
+pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let Some(mounts) = mounts_mut(spec) else {
+        return Ok(());
+    };
+    for (index, mount) in mounts.iter_mut().enumerate() {
+        if is_bind(mount) {
+            continue; // judged by the binds rule
+        }
+        let kind = str_field(mount, "type").to_string();
+        let dest = destination(mount);
+        let is_dev_tmpfs = kind == "tmpfs" && (dest == "/dev" || dest == "/dev/shm");
+        if kind == "tmpfs" && !is_dev_tmpfs {
+            continue; // a client tmpfs: the tmpfs rule
+        }
+        if !is_dev_tmpfs && !KERNEL_TYPES.contains(&kind.as_str()) {
+            return Err(Denial::new(
+                RULE,
+                format!("/mounts/{index}/type"),
+                format!("{kind} at {dest}"),
+                "mount type is not allowed: only binds (judged by filesystem.bind), tmpfs \
+                 and the standard kernel filesystems",
+            ));
+        }
+        // Device nodes live on the /dev tmpfs and on devpts (the pty slaves),
+        // so those two keep device semantics; everything else is nodev.
+        let needs_dev = (kind == "tmpfs" && dest == "/dev") || kind == "devpts";
+        edit_options(mount, index, RULE, rec, |options| {
+            add_option(options, "nosuid");
+            remove_option(options, "suid");
+            if !needs_dev {
+                add_option(options, "nodev");
+                remove_option(options, "dev");
+            }
+            if READ_ONLY_TYPES.contains(&kind.as_str()) {
+                remove_option(options, "rw");
+                add_option(options, "ro");
+            }
+        });
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Policy;
+    use crate::host::FakeHost;
+    use serde_json::json;
+
+    fn run(spec: &mut Value) -> Result<Record, Denial> {
+        let policy = Policy::default();
+        let host = FakeHost::new();
+        let cx = RuleContext {
+            policy: &policy,
+            host: &host,
+            create: None,
+            process_field: "/process",
+        };
+        let mut rec = Record::default();
+        apply(spec, &cx, &mut rec).map(|_| rec)
+    }
+
+    fn options_at(spec: &Value, dest: &str) -> Vec<String> {
+        let mount = spec["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["destination"] == dest)
+            .unwrap();
+        strings(mount.get("options"))
+    }
+
+    #[test]
+    fn privileged_sysfs_and_cgroup_become_read_only() {
+        let mut spec: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/config-privileged.json"
+        ))
+        .unwrap();
+        let rec = run(&mut spec).unwrap();
+        assert!(options_at(&spec, "/sys").contains(&"ro".to_string()));
+        assert!(options_at(&spec, "/sys/fs/cgroup").contains(&"ro".to_string()));
+        let fields: Vec<_> = rec.changes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["/mounts/3/options", "/mounts/4/options"]);
+    }
+
+    #[test]
+    fn default_docker_mounts_already_comply() {
+        let mut spec: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/config-default.json"
+        ))
+        .unwrap();
+        let rec = run(&mut spec).unwrap();
+        assert_eq!(rec.changes, vec![]);
+    }
+
+    #[test]
+    fn dev_and_devpts_keep_device_semantics() {
+        let mut spec = json!({"mounts": [
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["suid", "dev"]},
+            {"destination": "/dev/pts", "type": "devpts", "source": "devpts"},
+            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["dev"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["rw"]},
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+        ]});
+        run(&mut spec).unwrap();
+        assert_eq!(options_at(&spec, "/dev"), ["dev", "nosuid"]);
+        assert_eq!(options_at(&spec, "/dev/pts"), ["nosuid"]);
+        assert_eq!(options_at(&spec, "/dev/shm"), ["nosuid", "nodev"]);
+        assert_eq!(options_at(&spec, "/sys"), ["nosuid", "nodev", "ro"]);
+        assert_eq!(options_at(&spec, "/proc"), ["nosuid", "nodev"]);
+    }
+
+    #[test]
+    fn block_device_filesystem_is_refused() {
+        let mut spec = json!({"mounts": [
+            {"destination": "/x", "type": "ext4", "source": "/dev/vda1"},
+        ]});
+        let denial = run(&mut spec).unwrap_err();
+        assert_eq!(denial.rule, RULE);
+        assert_eq!(denial.field, "/mounts/0/type");
+        assert!(denial.value.contains("ext4"), "{denial}");
+    }
+
+    #[test]
+    fn binds_and_client_tmpfs_are_left_to_their_rules() {
+        let mut spec = json!({"mounts": [
+            {"destination": "/x", "type": "none", "source": "/srv", "options": ["rbind"]},
+            {"destination": "/t", "type": "tmpfs", "source": "tmpfs", "options": ["suid"]},
+        ]});
+        let rec = run(&mut spec).unwrap();
+        assert!(rec.changes.is_empty());
+    }
 }

@@ -1,10 +1,129 @@
-//! TODO(stub): masked_paths rule.
+//! The masked and read-only `/proc` and `/sys` paths. `--privileged` and
+//! `--security-opt systempaths=unconfined` empty these lists; the policy puts
+//! Docker's defaults back and keeps any extra paths the client added.
 
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
+use crate::json::{object_at, strings};
 
-pub fn apply(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+const RULE: &str = "masked_paths";
+
+/// Paths hidden from every container (Docker's defaults plus powercap).
+pub const MASKED_PATHS: &[&str] = &[
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+];
+
+/// Paths every container sees read-only.
+pub const READONLY_PATHS: &[&str] = &[
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
+
+fn ensure(
+    linux: &mut serde_json::Map<String, Value>,
+    key: &str,
+    required: &[&str],
+    rec: &mut Record,
+) {
+    let before = linux.get(key).cloned().unwrap_or(Value::Null);
+    let mut paths = strings(linux.get(key));
+    for path in required {
+        if !paths.iter().any(|p| p == path) {
+            paths.push(path.to_string());
+        }
+    }
+    let after = Value::from(paths);
+    if before != after {
+        linux.insert(key.to_string(), after.clone());
+        rec.change(RULE, format!("/linux/{key}"), before, after);
+    }
+}
+
+pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let linux = object_at(spec, "linux");
+    ensure(linux, "maskedPaths", MASKED_PATHS, rec);
+    ensure(linux, "readonlyPaths", READONLY_PATHS, rec);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Policy;
+    use crate::host::FakeHost;
+    use serde_json::json;
+
+    fn run(spec: &mut Value) -> Record {
+        let policy = Policy::default();
+        let host = FakeHost::new();
+        let cx = RuleContext {
+            policy: &policy,
+            host: &host,
+            create: None,
+            process_field: "/process",
+        };
+        let mut rec = Record::default();
+        apply(spec, &cx, &mut rec).unwrap();
+        rec
+    }
+
+    fn fixture(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn privileged_and_systempaths_get_the_lists_back() {
+        for text in [
+            include_str!("../../tests/fixtures/docker-20.10/config-privileged.json"),
+            include_str!("../../tests/fixtures/docker-20.10/config-systempaths.json"),
+        ] {
+            let mut spec = fixture(text);
+            let rec = run(&mut spec);
+            assert_eq!(spec["linux"]["maskedPaths"], json!(MASKED_PATHS));
+            assert_eq!(spec["linux"]["readonlyPaths"], json!(READONLY_PATHS));
+            assert_eq!(rec.changes.len(), 2);
+        }
+    }
+
+    #[test]
+    fn docker_default_only_gains_powercap() {
+        let mut spec = fixture(include_str!(
+            "../../tests/fixtures/docker-20.10/config-default.json"
+        ));
+        let rec = run(&mut spec);
+        assert_eq!(rec.changes.len(), 1);
+        assert_eq!(rec.changes[0].field, "/linux/maskedPaths");
+        assert_eq!(
+            spec["linux"]["maskedPaths"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap(),
+            "/sys/devices/virtual/powercap"
+        );
+    }
+
+    #[test]
+    fn client_extras_are_kept() {
+        let mut spec = json!({"linux": {"maskedPaths": ["/proc/extra"], "readonlyPaths": ["/x"]}});
+        run(&mut spec);
+        assert_eq!(spec["linux"]["maskedPaths"][0], "/proc/extra");
+        assert_eq!(spec["linux"]["readonlyPaths"][0], "/x");
+        assert_eq!(spec["linux"]["maskedPaths"].as_array().unwrap().len(), 12);
+    }
 }
