@@ -1,0 +1,702 @@
+//! End-to-end: `docker run --runtime vibe-shim` on the private test dockerd.
+//!
+//! Every case judges the container from inside with busybox tools (see
+//! `vibe_shim_tests::docker::posture_script`). A hostile case passes when the
+//! container runs confined, or is refused with a reason naming vibe-shim that
+//! reaches the docker client. Run with `tests/run.sh` (needs tests/env/up.sh).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use vibe_shim_tests::docker::{
+    assert_confined, assert_confined_or_refused, assert_nothing_left, assert_refused_by_shim,
+    docker, docker_with, env, posture_script, run_posture, runc_list, runc_roots, runtime,
+    Container, Outcome, Output, Posture, TestPolicy, Volume, IMAGE,
+};
+
+fn policy() -> TestPolicy {
+    env().policy("default")
+}
+
+/// `docker run --name <c> --runtime vibe-shim <flags> IMAGE <cmd...>`.
+fn run(c: &Container, flags: &[&str], cmd: &[&str]) -> Output {
+    let rt = runtime();
+    let mut args: Vec<&str> = vec!["run", "--name", &c.name, "--runtime", &rt];
+    args.extend_from_slice(flags);
+    args.push(IMAGE);
+    args.extend_from_slice(cmd);
+    docker_with(&args, None, Duration::from_secs(120))
+}
+
+/// A detached compliant container that stays up until stopped, exiting 0 on
+/// SIGTERM so `docker stop` is quick.
+fn start_sleeper(c: &Container, flags: &[&str]) -> Output {
+    let mut f = vec!["-d"];
+    f.extend_from_slice(flags);
+    run(
+        c,
+        &f,
+        &[
+            "sh",
+            "-c",
+            "echo started; trap 'exit 0' TERM; while :; do sleep 1; done",
+        ],
+    )
+    .ok()
+}
+
+/// A hostile `docker run`: must come out confined or refused by vibe-shim.
+fn hostile(tag: &str, flags: &[&str], extra: &str) -> Option<Posture> {
+    let policy = policy();
+    let c = Container::new(tag);
+    let outcome = run_posture(&c, &runtime(), flags, &policy, extra);
+    if let Outcome::Refused(_) = &outcome {
+        assert_nothing_left(&c);
+    }
+    assert_confined_or_refused(outcome, &policy)
+}
+
+/// A hostile `docker run` that must be refused outright (a bind outside the
+/// allowlist): the reason names vibe-shim and the offending source.
+fn refused(tag: &str, flags: &[&str], source: &str) {
+    let policy = policy();
+    let c = Container::new(tag);
+    let out = run_posture(&c, &runtime(), flags, &policy, "").refused();
+    assert_refused_by_shim(&out);
+    assert!(
+        out.stderr.contains(source),
+        "refusal does not name the source {source}: {out}"
+    );
+    assert_nothing_left(&c);
+}
+
+/// A fresh worktree directory under the policy's bind root, removed on drop.
+struct Worktree(PathBuf);
+
+impl Worktree {
+    fn new(tag: &str) -> Worktree {
+        let root = policy().worktree_root();
+        let dir = root.join(vibe_shim_tests::docker::unique_name(tag));
+        std::fs::create_dir_all(&dir).unwrap();
+        Worktree(dir)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for Worktree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. Everyday use works unchanged
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn everyday_run_attached_exact_stdout_and_confined() {
+    let c = Container::new("attached");
+    let out = run(&c, &["--rm"], &["echo", "hello from vibe"]).ok();
+    assert_eq!(out.stdout, "hello from vibe\n", "{out}");
+
+    // The default posture: root ro, /tmp, /run and HOME writable tmpfs.
+    let policy = policy();
+    let c = Container::new("posture");
+    let p = run_posture(&c, &runtime(), &["--rm"], &policy, "").ran();
+    assert_confined(&p, &policy);
+    assert_eq!(p.uid, "0", "Docker's default user is root (without caps)");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn everyday_run_tty_and_init() {
+    let policy = policy();
+    // -t without -i works non-interactively; the tty turns \n into \r\n.
+    let c = Container::new("tty");
+    let out = run(&c, &["--rm", "-t"], &["echo", "tty-ok"]).ok();
+    assert_eq!(out.stdout, "tty-ok\r\n", "{out}");
+    let c = Container::new("tty-posture");
+    let p = run_posture(
+        &c,
+        &runtime(),
+        &["--rm", "-t"],
+        &policy,
+        "[ -t 1 ] && echo 'X tty=yes' || echo 'X tty=no'",
+    )
+    .ran();
+    assert_confined(&p, &policy);
+    assert_eq!(p.extra_value("tty"), Some("yes"), "{}", p.raw);
+
+    // --init: docker-init is pid 1, the command runs confined under it.
+    let c = Container::new("init");
+    let p = run_posture(&c, &runtime(), &["--rm", "--init"], &policy, "").ran();
+    assert_confined(&p, &policy);
+    assert!(
+        p.pid1_cmdline.contains("docker-init"),
+        "pid 1 is not docker-init: {:?}",
+        p.pid1_cmdline
+    );
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn everyday_exit_code_and_wait() {
+    let c = Container::new("exit3");
+    let out = run(&c, &["--rm"], &["sh", "-c", "exit 3"]);
+    assert_eq!(out.code, Some(3), "exit code did not propagate: {out}");
+
+    let c = Container::new("wait");
+    run(&c, &["-d"], &["sh", "-c", "sleep 1; exit 3"]).ok();
+    let out = docker(&["wait", &c.name]).ok();
+    assert_eq!(out.stdout.trim(), "3", "{out}");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn everyday_detached_lifecycle() {
+    let policy = policy();
+    let c = Container::new("life");
+    start_sleeper(&c, &[]);
+
+    // logs
+    let mut logs = docker(&["logs", &c.name]).ok();
+    for _ in 0..50 {
+        if logs.stdout.contains("started") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        logs = docker(&["logs", &c.name]).ok();
+    }
+    assert_eq!(logs.stdout, "started\n", "logs: {logs}");
+
+    // exec and exec -t
+    let p = c.exec_posture(&[], &policy, "").ran();
+    assert_confined(&p, &policy);
+    let out = docker(&["exec", &c.name, "echo", "exec-ok"]).ok();
+    assert_eq!(out.stdout, "exec-ok\n", "{out}");
+    let out = docker(&["exec", "-t", &c.name, "echo", "exec-tty"]).ok();
+    assert_eq!(out.stdout, "exec-tty\r\n", "{out}");
+
+    // top
+    let out = docker(&["top", &c.name]).ok();
+    assert!(out.stdout.contains("sleep"), "top: {out}");
+
+    // pause / unpause
+    docker(&["pause", &c.name]).ok();
+    assert_eq!(c.inspect("{{.State.Paused}}"), "true");
+    docker(&["unpause", &c.name]).ok();
+    assert_eq!(c.inspect("{{.State.Paused}}"), "false");
+    docker(&["exec", &c.name, "true"]).ok();
+
+    // update --memory reaches the cgroup, seen from inside.
+    docker(&[
+        "update",
+        "--memory",
+        "64m",
+        "--memory-swap",
+        "128m",
+        &c.name,
+    ])
+    .ok();
+    let out = docker(&[
+        "exec",
+        &c.name,
+        "cat",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ])
+    .ok();
+    assert_eq!(out.stdout.trim(), "67108864", "{out}");
+
+    // stop (SIGTERM, exit 0), restart (a fresh create: confined again)
+    docker(&["stop", "-t", "10", &c.name]).ok();
+    assert_eq!(c.inspect("{{.State.Running}}"), "false");
+    assert_eq!(c.inspect("{{.State.ExitCode}}"), "0");
+    docker(&["restart", "-t", "10", &c.name]).ok();
+    assert_eq!(c.inspect("{{.State.Running}}"), "true");
+    let p = c.exec_posture(&[], &policy, "").ran();
+    assert_confined(&p, &policy);
+
+    // kill
+    docker(&["kill", &c.name]).ok();
+    let out = docker(&["wait", &c.name]).ok();
+    assert_eq!(out.stdout.trim(), "137", "{out}");
+
+    // rm -f
+    docker(&["rm", "-f", &c.name]).ok();
+    assert!(c.id().is_none(), "container still known after rm -f");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn everyday_worktree_bind_read_write() {
+    let policy = policy();
+    let wt = Worktree::new("wt");
+    let d = wt.path();
+    let c = Container::new("worktree");
+    let bind = format!("{d}:{d}");
+    let extra = format!(
+        "echo data-from-inside > '{d}/out' && echo 'X wrote=ok' || echo 'X wrote=fail'\n\
+         echo \"X pwd=$(pwd)\""
+    );
+    let p = run_posture(
+        &c,
+        &runtime(),
+        &["--rm", "-v", &bind, "-w", d],
+        &policy,
+        &extra,
+    )
+    .ran();
+    assert_confined(&p, &policy);
+    assert_eq!(p.extra_value("wrote"), Some("ok"), "{}", p.raw);
+    assert_eq!(p.extra_value("pwd"), Some(d), "{}", p.raw);
+    let m = p
+        .mount_at(d)
+        .unwrap_or_else(|| panic!("worktree not mounted at {d}:\n{}", p.raw));
+    assert!(m.has("rw"), "worktree mount not rw: {m:?}");
+    let host = std::fs::read_to_string(wt.0.join("out")).unwrap();
+    assert_eq!(host, "data-from-inside\n");
+}
+
+// ---------------------------------------------------------------------------
+// 2. Hostile clients get nothing extra
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_privileged() {
+    hostile("privileged", &["--rm", "--privileged"], "");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_cap_add_all() {
+    hostile("capall", &["--rm", "--cap-add", "ALL"], "");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_cap_add_sys_admin() {
+    hostile("capsysadmin", &["--rm", "--cap-add", "SYS_ADMIN"], "");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_seccomp_unconfined() {
+    // assert_confined requires Seccomp: 2 in the process and its children.
+    hostile(
+        "seccomp",
+        &["--rm", "--security-opt", "seccomp=unconfined"],
+        "",
+    );
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_systempaths_unconfined() {
+    // Masked paths must read as nothing; /proc/sys stays read-only (both are
+    // also checked from mountinfo by assert_confined).
+    let extra = "echo \"X timer_list=$(head -c 64 /proc/timer_list 2>/dev/null | wc -c)\"\n\
+                 echo \"X kcore=$(head -c 64 /proc/kcore 2>/dev/null | wc -c)\"";
+    if let Some(p) = hostile(
+        "systempaths",
+        &["--rm", "--security-opt", "systempaths=unconfined"],
+        extra,
+    ) {
+        assert_eq!(p.extra_value("timer_list"), Some("0"), "{}", p.raw);
+        assert_eq!(p.extra_value("kcore"), Some("0"), "{}", p.raw);
+        let sys = p.mount_at("/proc/sys").expect("/proc/sys mount");
+        assert!(sys.has("ro"), "/proc/sys writable: {sys:?}");
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_read_only_false() {
+    hostile("rofalse", &["--rm", "--read-only=false"], "");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_pids_limit_zero_unlimited_huge() {
+    for limit in ["0", "-1", "100000"] {
+        hostile(
+            &format!("pids{}", limit.trim_start_matches('-')),
+            &["--rm", "--pids-limit", limit],
+            "",
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_user0_and_secret_env() {
+    let extra = "echo \"X LANG=$LANG\"";
+    if let Some(p) = hostile(
+        "user0",
+        &[
+            "--rm",
+            "-u",
+            "0",
+            "-e",
+            "GITHUB_TOKEN=ghp_vibe_secret_1",
+            "-e",
+            "AWS_SECRET_ACCESS_KEY=aws_vibe_secret_2",
+            "-e",
+            "LANG=C.UTF-8",
+        ],
+        extra,
+    ) {
+        for needle in [
+            "GITHUB_TOKEN",
+            "ghp_vibe_secret_1",
+            "AWS_SECRET_ACCESS_KEY",
+            "aws_vibe_secret_2",
+        ] {
+            assert!(!p.env_mentions(needle), "{needle} reached the container");
+        }
+        assert_eq!(p.environ_var("LANG"), Some("C.UTF-8"), "allowed LANG lost");
+        assert_eq!(p.extra_value("LANG"), Some("C.UTF-8"));
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_env_file_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secrets.env");
+    std::fs::write(
+        &file,
+        "GITHUB_TOKEN=ghp_envfile_secret\nNPM_TOKEN=npm_envfile_secret\nLC_ALL=C\nANTHROPIC_API_KEY=sk-ant-allowed\n",
+    )
+    .unwrap();
+    if let Some(p) = hostile(
+        "envfile",
+        &["--rm", "--env-file", file.to_str().unwrap()],
+        "",
+    ) {
+        for needle in [
+            "GITHUB_TOKEN",
+            "ghp_envfile_secret",
+            "NPM_TOKEN",
+            "npm_envfile_secret",
+        ] {
+            assert!(!p.env_mentions(needle), "{needle} reached the container");
+        }
+        assert_eq!(p.environ_var("LC_ALL"), Some("C"));
+        assert_eq!(p.environ_var("ANTHROPIC_API_KEY"), Some("sk-ant-allowed"));
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_bind_host_root_refused() {
+    refused("bindroot", &["--rm", "-v", "/:/host"], "/");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_bind_docker_sock_refused() {
+    let sock = env().state.join("docker.sock");
+    let bind = format!("{}:/var/run/docker.sock", sock.display());
+    refused("dockersock", &["--rm", "-v", &bind], "docker.sock");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_bind_etc_ro_refused() {
+    refused("etcro", &["--rm", "-v", "/etc:/x:ro"], "/etc");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_mount_bind_outside_allowlist_refused() {
+    refused(
+        "mountbind",
+        &["--rm", "--mount", "type=bind,source=/etc,target=/x"],
+        "/etc",
+    );
+    // A symlink inside the allowed root that points outside it.
+    let wt = Worktree::new("symlink");
+    let link = wt.0.join("escape");
+    std::os::unix::fs::symlink("/etc", &link).unwrap();
+    let m = format!("type=bind,source={},target=/x", link.display());
+    let policy = policy();
+    let c = Container::new("symlinkbind");
+    let out = run_posture(&c, &runtime(), &["--rm", "--mount", &m], &policy, "").refused();
+    assert_refused_by_shim(&out);
+    assert_nothing_left(&c);
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_volume_bound_to_etc_refused() {
+    let vol = Volume {
+        name: vibe_shim_tests::docker::unique_name("voletc"),
+    };
+    docker(&[
+        "volume",
+        "create",
+        "--driver",
+        "local",
+        "--opt",
+        "type=none",
+        "--opt",
+        "o=bind",
+        "--opt",
+        "device=/etc",
+        &vol.name,
+    ])
+    .ok();
+    let mount = format!("{}:/x", vol.name);
+    let policy = policy();
+    let c = Container::new("voletc");
+    let out = run_posture(&c, &runtime(), &["--rm", "-v", &mount], &policy, "").refused();
+    assert_refused_by_shim(&out);
+    assert_nothing_left(&c);
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_host_namespaces() {
+    // assert_confined compares every namespace with the host's /proc/1/ns.
+    for ns in ["pid", "net", "ipc", "uts"] {
+        let flag = format!("--{ns}=host");
+        let extra = "echo \"X hostname=$(hostname)\"";
+        if let Some(p) = hostile(&format!("{ns}host"), &["--rm", &flag], extra) {
+            // Without --init the container's command is its pid 1.
+            assert!(
+                p.pid1_cmdline.starts_with("sh -c"),
+                "pid 1 is not the container's command (host init?): {:?}",
+                p.pid1_cmdline
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_device_block() {
+    let dev = host_block_device();
+    let flag = format!("{dev}:/dev/xblk");
+    let extra =
+        "if head -c 1 /dev/xblk >/dev/null 2>&1; then echo 'X read=yes'; else echo 'X read=no'; fi";
+    if let Some(p) = hostile("device", &["--rm", "--device", &flag], extra) {
+        assert_eq!(p.extra_value("read"), Some("no"), "{dev} readable inside");
+    }
+}
+
+/// A real block device of this machine (from /sys/block), e.g. /dev/vda.
+fn host_block_device() -> String {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/block")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| !n.starts_with("loop") && !n.starts_with("ram"))
+        .filter(|n| std::path::Path::new(&format!("/dev/{n}")).exists())
+        .collect();
+    names.sort();
+    let name = names
+        .iter()
+        .find(|n| n.starts_with("vd") || n.starts_with("sd") || n.starts_with("nvme"))
+        .or_else(|| names.first())
+        .expect("no block device in /sys/block");
+    format!("/dev/{name}")
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_tmpfs_exec_suid() {
+    if let Some(p) = hostile("tmpfsx", &["--rm", "--tmpfs", "/x:exec,suid"], "") {
+        let m = p
+            .mount_at("/x")
+            .unwrap_or_else(|| panic!("/x not mounted:\n{}", p.raw));
+        assert!(m.has("nosuid") && m.has("nodev"), "/x options {:?}", m.opts);
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_exec_privileged_root_secret() {
+    let policy = policy();
+    let c = Container::new("execpriv");
+    start_sleeper(&c, &[]);
+    let outcome = c.exec_posture(
+        &[
+            "--privileged",
+            "-u",
+            "0",
+            "-e",
+            "SECRET=exec_vibe_secret",
+            "-e",
+            "GITHUB_TOKEN=ghp_exec_secret",
+        ],
+        &policy,
+        "",
+    );
+    if let Some(p) = assert_confined_or_refused(outcome, &policy) {
+        for needle in [
+            "SECRET",
+            "exec_vibe_secret",
+            "GITHUB_TOKEN",
+            "ghp_exec_secret",
+        ] {
+            assert!(!p.env_mentions(needle), "{needle} reached the exec");
+        }
+        assert_eq!(
+            p.status.get("CapEff").map(String::as_str),
+            Some("0000000000000000")
+        );
+        assert_eq!(p.status.get("NoNewPrivs").map(String::as_str), Some("1"));
+    }
+    // The container itself is still running and confined.
+    assert_eq!(c.inspect("{{.State.Running}}"), "true");
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn hostile_update_pids_limit_unlimited() {
+    let policy = policy();
+    let c = Container::new("updpids");
+    start_sleeper(&c, &[]);
+    for limit in ["-1", "100000"] {
+        let out = docker(&["update", "--pids-limit", limit, &c.name]);
+        if !out.success() {
+            assert_refused_by_shim(&out);
+        }
+        let p = c.exec_posture(&[], &policy, "").ran();
+        assert_confined(&p, &policy);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 3. Failures are visible and leave nothing behind
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn failure_refusal_leaves_nothing_running() {
+    // A running compliant container proves we look at the right runc root.
+    let good = Container::new("listed");
+    start_sleeper(&good, &[]);
+    let good_id = good.id().expect("running container has an id");
+    let roots = runc_roots();
+    let listed = runc_list(&roots);
+    assert!(
+        listed.lines().any(|l| l.trim() == good_id),
+        "runc roots {roots:?} do not list the running container {good_id}: {listed}"
+    );
+
+    let c = Container::new("refused");
+    let out = run(&c, &["-v", "/:/host"], &["true"]);
+    assert_refused_by_shim(&out);
+    assert_nothing_left(&c);
+    if let Some(id) = c.id() {
+        assert!(!runc_list(&roots).contains(&id));
+        assert_ne!(c.inspect("{{.State.Running}}"), "true");
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn failure_missing_runc() {
+    let norunc = env().policy("norunc");
+    let missing = norunc
+        .runtime_path
+        .clone()
+        .expect("norunc.toml sets [runtime] path");
+    let c = Container::new("norunc");
+    let mut args: Vec<&str> = vec!["run", "--name", &c.name, "--runtime", "vibe-shim-norunc"];
+    args.extend([IMAGE, "true"]);
+    let out = docker(&args);
+    assert_refused_by_shim(&out);
+    assert!(
+        out.stderr.contains(&missing),
+        "message does not name the missing runtime {missing}: {out}"
+    );
+    assert_nothing_left(&c);
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn failure_invalid_config() {
+    let c = Container::new("badsyntax");
+    let mut args: Vec<&str> = vec![
+        "run",
+        "--name",
+        &c.name,
+        "--runtime",
+        "vibe-shim-bad-syntax",
+    ];
+    args.extend([IMAGE, "true"]);
+    let out = docker(&args);
+    assert_refused_by_shim(&out);
+    assert!(
+        out.stderr.contains("bad-syntax.toml"),
+        "message does not name the config file: {out}"
+    );
+    assert!(
+        out.stderr.contains("line 6"),
+        "message does not give the line (6): {out}"
+    );
+    assert_nothing_left(&c);
+}
+
+// ---------------------------------------------------------------------------
+// 4. Concurrency
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn concurrency_32_runs_all_confined() {
+    let policy = policy();
+    let script = posture_script(&policy, "");
+    let rt = runtime();
+    let handles: Vec<_> = (0..32)
+        .map(|i| {
+            let script = script.clone();
+            let rt = rt.clone();
+            std::thread::spawn(move || {
+                let c = Container::new(&format!("par{i}"));
+                let out = docker_with(
+                    &[
+                        "run",
+                        "--rm",
+                        "--name",
+                        &c.name,
+                        "--runtime",
+                        &rt,
+                        IMAGE,
+                        "sh",
+                        "-c",
+                        &script,
+                    ],
+                    None,
+                    Duration::from_secs(240),
+                );
+                (i, out)
+            })
+        })
+        .collect();
+    let policy = &policy;
+    let mut failures = Vec::new();
+    for h in handles {
+        let (i, out) = h.join().expect("thread panicked");
+        if !out.success() {
+            failures.push(format!("run {i}: {out}"));
+            continue;
+        }
+        let p = Posture::parse(&out.stdout);
+        if let Err(e) = std::panic::catch_unwind(|| assert_confined(&p, policy)) {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "panic".into());
+            failures.push(format!("run {i}: {msg}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of 32 concurrent runs failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -1,0 +1,279 @@
+//! End-to-end: vibe-shim under containerd (`ctr --runc-binary`) and podman
+//! (`podman --runtime`). Each must show the same posture from inside as under
+//! Docker. The runtime each engine runs is a wrapper that logs its argv and
+//! execs vibe-shim, so the exact argv every engine sends is on record in
+//! `$STATE/e2e-argv/<engine>.log` and in the test output.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use vibe_shim_tests::docker::{
+    assert_confined, docker_with, env, posture_script, program, run_bounded, unique_name, Outcome,
+    Posture, IMAGE,
+};
+
+/// containerd namespace for these tests (dockerd's own is "moby").
+const CTR_NS: &str = "vibe-test";
+/// The image as containerd names it after `docker save | ctr import`.
+const CTR_IMAGE: &str = "docker.io/library/vibe-busybox:latest";
+/// The image as podman names it after `podman import`.
+const PODMAN_IMAGE: &str = "localhost/vibe-busybox:latest";
+/// The policy file ctr's vibe-shim reads (ctr passes no runtime args).
+const DEFAULT_CONFIG: &str = "/etc/vibe-shim/config.toml";
+
+/// A wrapper runtime that appends its argv to a log, then execs vibe-shim.
+struct ArgvWrapper {
+    script: PathBuf,
+    log: PathBuf,
+}
+
+impl ArgvWrapper {
+    fn new(engine: &str) -> ArgvWrapper {
+        let env = env();
+        let dir = env.state.join("e2e-argv");
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join(format!("{engine}-runtime.sh"));
+        let log = dir.join(format!("{engine}.log"));
+        let _ = std::fs::remove_file(&log);
+        let text = format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            env.shim_bin.display()
+        );
+        let tmp = script.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&tmp, &script).unwrap();
+        ArgvWrapper { script, log }
+    }
+
+    fn path(&self) -> &str {
+        self.script.to_str().unwrap()
+    }
+
+    /// Every argv the engine sent, one line per runtime call.
+    fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn report(&self, engine: &str) -> Vec<String> {
+        let calls = self.calls();
+        eprintln!(
+            "--- argv {engine} sent to vibe-shim ({}):",
+            self.log.display()
+        );
+        for c in &calls {
+            eprintln!("  {c}");
+        }
+        calls
+    }
+}
+
+/// Installs a policy at /etc/vibe-shim/config.toml and restores whatever was
+/// there (or its absence) on drop.
+struct InstalledConfig {
+    previous: Option<Vec<u8>>,
+    created_dir: bool,
+}
+
+impl InstalledConfig {
+    fn install(from: &Path) -> InstalledConfig {
+        let target = Path::new(DEFAULT_CONFIG);
+        let dir = target.parent().unwrap();
+        let created_dir = !dir.exists();
+        std::fs::create_dir_all(dir).unwrap();
+        let previous = std::fs::read(target).ok();
+        let tmp = dir.join(".config.toml.vibe-e2e");
+        std::fs::copy(from, &tmp).unwrap();
+        std::fs::rename(&tmp, target).unwrap();
+        InstalledConfig {
+            previous,
+            created_dir,
+        }
+    }
+}
+
+impl Drop for InstalledConfig {
+    fn drop(&mut self) {
+        let target = Path::new(DEFAULT_CONFIG);
+        match &self.previous {
+            Some(bytes) => {
+                let _ = std::fs::write(target, bytes);
+            }
+            None => {
+                let _ = std::fs::remove_file(target);
+                if self.created_dir {
+                    let _ = std::fs::remove_dir(target.parent().unwrap());
+                }
+            }
+        }
+    }
+}
+
+fn ctr<S: AsRef<str>>(args: &[S], timeout: Duration) -> vibe_shim_tests::docker::Output {
+    let env = env();
+    let mut full: Vec<String> = vec![
+        "--address".into(),
+        env.containerd_address.clone(),
+        "-n".into(),
+        CTR_NS.into(),
+    ];
+    full.extend(args.iter().map(|a| a.as_ref().to_string()));
+    program("ctr", &full, timeout)
+}
+
+/// Removes a ctr container (and its task) on drop.
+struct CtrContainer(String);
+
+impl Drop for CtrContainer {
+    fn drop(&mut self) {
+        let t = Duration::from_secs(20);
+        let _ = ctr(&["tasks", "kill", "-s", "SIGKILL", &self.0], t);
+        let _ = ctr(&["tasks", "rm", "-f", &self.0], t);
+        let _ = ctr(&["containers", "rm", &self.0], t);
+    }
+}
+
+/// The posture probe has to be one argv word for every engine.
+fn probe_args(extra: &str) -> (vibe_shim_tests::docker::TestPolicy, String) {
+    let policy = env().policy("default");
+    let script = posture_script(&policy, extra);
+    (policy, script)
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn containerd_ctr_runs_confined() {
+    let env = env();
+    // ctr gives the runtime no arguments of its own: vibe-shim reads the
+    // default config path, so install the test policy there.
+    let _config = InstalledConfig::install(&env.policy_path("default"));
+
+    // Put the test image in containerd's own namespace.
+    let dir = tempfile::tempdir().unwrap();
+    let tar = dir.path().join("busybox.tar");
+    let tar_s = tar.to_str().unwrap();
+    docker_with(
+        &["save", "-o", tar_s, IMAGE],
+        None,
+        Duration::from_secs(120),
+    )
+    .ok();
+    ctr(&["images", "import", tar_s], Duration::from_secs(120)).ok();
+
+    let wrapper = ArgvWrapper::new("ctr");
+    let (policy, script) = probe_args("");
+    let id = CtrContainer(unique_name("ctr"));
+    let out = ctr(
+        &[
+            "run",
+            "--rm",
+            "--runc-binary",
+            wrapper.path(),
+            CTR_IMAGE,
+            &id.0,
+            "sh",
+            "-c",
+            &script,
+        ],
+        Duration::from_secs(120),
+    );
+    let calls = wrapper.report("ctr");
+    let p = Outcome::from_output(out).ran();
+    assert_confined(&p, &policy);
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.contains(" create ") || c.contains("create ")),
+        "no create call recorded: {calls:?}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.contains("--config")),
+        "ctr was expected to pass no --config: {calls:?}"
+    );
+}
+
+/// `podman --runtime <wrapper> --runtime-flag config=<toml> run --rm ...`
+/// with `net` flags (empty: podman's default network).
+fn podman_case(engine: &str, net: &[&str]) {
+    let env = env();
+    let root = env.state.join("podman");
+    let (storage, runroot) = (root.join("root"), root.join("run"));
+    let base: Vec<String> = vec![
+        "--root".into(),
+        storage.display().to_string(),
+        "--runroot".into(),
+        runroot.display().to_string(),
+    ];
+    let podman = |args: &[&str], secs: u64| {
+        let mut full = base.clone();
+        full.extend(args.iter().map(|s| s.to_string()));
+        let mut cmd = std::process::Command::new("podman");
+        cmd.args(&full);
+        run_bounded(cmd, None, Duration::from_secs(secs))
+    };
+
+    // The same busybox rootfs up.sh imported into Docker.
+    if !podman(&["image", "exists", PODMAN_IMAGE], 60).success() {
+        let tar = env.var("VIBE_TEST_ROOTFS_TAR").to_string();
+        podman(&["import", &tar, PODMAN_IMAGE], 120).ok();
+    }
+
+    let wrapper = ArgvWrapper::new(engine);
+    let config = env.policy_path("default");
+    let config_flag = format!("config={}", config.display());
+    let (policy, script) = probe_args("");
+    let name = unique_name("podman");
+    let out = podman(
+        &[
+            "--runtime",
+            wrapper.path(),
+            "--runtime-flag",
+            &config_flag,
+            "run",
+            "--rm",
+            "--name",
+            &name,
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "nproc=1024:1024",
+        ]
+        .iter()
+        .chain(net)
+        .chain(&[PODMAN_IMAGE, "sh", "-c", &script])
+        .copied()
+        .collect::<Vec<&str>>(),
+        180,
+    );
+    let _ = podman(&["rm", "-f", &name], 60);
+    let calls = wrapper.report(engine);
+    let p: Posture = Outcome::from_output(out).ran();
+    assert_confined(&p, &policy);
+    let config_s = config.display().to_string();
+    assert!(
+        calls
+            .iter()
+            .filter(|c| c.contains("create"))
+            .all(|c| c.contains(&config_s)),
+        "a create call lacks the --config flag: {calls:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn podman_runs_confined() {
+    // podman's default network: the spec names a netns path (/run/netns/...).
+    podman_case("podman", &[]);
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn podman_network_none_runs_confined() {
+    podman_case("podman-netnone", &["--network", "none"]);
+}
