@@ -1,0 +1,182 @@
+//! `create`, `run` and `restore`: rewrite the bundle's `config.json` in
+//! place (atomically), then runc gets its arguments untouched.
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use vibe_policy::{enforce_create, CreateContext, Denial};
+
+use super::{lossy, refusal, Ctx, Outcome};
+use crate::args::{
+    first_positional, flag_value, scan_verb, CREATE_FLAGS, RESTORE_FLAGS, RUN_FLAGS,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not JSON: {source}")]
+    Parse {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot find vibe-shim's own binary for the network hook: {0}")]
+    OwnExe(std::io::Error),
+}
+
+impl CreateError {
+    fn denial(&self, field: &str, value: &Path) -> Denial {
+        Denial::new(
+            "bundle",
+            field,
+            value.display().to_string(),
+            self.to_string(),
+        )
+    }
+}
+
+pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
+    let table = match verb {
+        "run" => RUN_FLAGS,
+        "restore" => RESTORE_FLAGS,
+        _ => CREATE_FLAGS,
+    };
+    let items = scan_verb(args, table, false);
+    let container_id = first_positional(&items)
+        .map(|v| lossy(v))
+        .unwrap_or_default();
+    // runc's default bundle is the current directory.
+    let bundle = flag_value(&items, "bundle")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let spec_path = bundle.join("config.json");
+    let spec = match read_spec(&spec_path) {
+        Ok(spec) => spec,
+        Err(e) => return Outcome::refused(container_id, e.denial("config.json", &spec_path)),
+    };
+    let hook = match network_hook(&ctx.config_path) {
+        Ok(hook) => hook,
+        Err(e) => {
+            return Outcome::refused(container_id, e.denial("hooks", Path::new("/proc/self/exe")))
+        }
+    };
+    let create = CreateContext {
+        container_id: container_id.clone(),
+        network_hook: Some(hook),
+        runtime_path: ctx.runtime.clone(),
+    };
+    let result = enforce_create(&spec, &ctx.policy, &ctx.host, &create).and_then(|rewrite| {
+        write_atomically(&spec_path, &rewrite.document)
+            .map_err(|e| refusal(e.denial("config.json", &spec_path)))?;
+        Ok((args.to_vec(), rewrite.changes))
+    });
+    Outcome {
+        container_id,
+        result,
+    }
+}
+
+pub fn read_spec(path: &Path) -> Result<Value, CreateError> {
+    let bytes = std::fs::read(path).map_err(|source| CreateError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|source| CreateError::Parse {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// The createRuntime hook entry: vibe-shim itself, with the same policy file.
+fn network_hook(config: &Path) -> Result<Value, CreateError> {
+    let exe = std::fs::canonicalize("/proc/self/exe").map_err(CreateError::OwnExe)?;
+    // The hook runs with runc's cwd (the bundle): give it an absolute path.
+    let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+    Ok(vibe_hooks::hook_entry(&exe, &config))
+}
+
+/// Replaces `path` with `doc`: a temp file in the same directory (same
+/// mode and owner as the original), fsync, rename. runc never sees a
+/// half-written spec, and a failure leaves the original in place.
+pub fn write_atomically(path: &Path, doc: &Value) -> Result<(), CreateError> {
+    let fail = |source| CreateError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(fail)?;
+    let bytes = serde_json::to_vec(doc).map_err(|e| fail(std::io::Error::other(e)))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".config.json.vibe-shim.{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut file: File = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(meta.permissions().mode() & 0o7777)
+            .open(&tmp)?;
+        // The umask may have narrowed the mode; set it exactly.
+        file.set_permissions(std::fs::Permissions::from_mode(
+            meta.permissions().mode() & 0o7777,
+        ))?;
+        if nix::unistd::geteuid().as_raw() == 0 {
+            std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()))?;
+        }
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn atomic_write_keeps_mode_and_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, "{}").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let doc = json!({"z": 1, "a": {"unknownField": true}});
+        write_atomically(&path, &doc).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            r#"{"z":1,"a":{"unknownField":true}}"#
+        );
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o640);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1);
+    }
+
+    #[test]
+    fn atomic_write_fails_without_original() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(write_atomically(&dir.path().join("config.json"), &json!({})).is_err());
+    }
+
+    #[test]
+    fn read_spec_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, "{not json").unwrap();
+        let err = read_spec(&path).unwrap_err().to_string();
+        assert!(err.contains("config.json"), "{err}");
+    }
+}

@@ -1,0 +1,67 @@
+//! `vibe-shim [--config P] hook network`: the createRuntime hook entry
+//! point. runc runs it with the OCI state on stdin and puts the hook's
+//! stderr into its own error, so the reason reaches the user.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::policy_file;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HookVerbError {
+    #[error("unknown hook {0:?} (expected \"network\")")]
+    UnknownHook(String),
+    #[error("cannot read the OCI state from stdin: {0}")]
+    Stdin(std::io::Error),
+    #[error("config: {0}")]
+    Config(#[from] policy_file::PolicyFileError),
+    /// Boxed: the hooks' error is large and this is the cold path.
+    #[error("network: {0}")]
+    Network(Box<vibe_hooks::HookError>),
+}
+
+/// `args` are the tokens after `hook` (the hook's name, then the marker).
+pub fn run(
+    config: &Path,
+    args: &[std::ffi::OsString],
+    stdin: &mut dyn Read,
+) -> Result<(), HookVerbError> {
+    let name = args
+        .first()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name != "network" {
+        return Err(HookVerbError::UnknownHook(name));
+    }
+    let mut state = Vec::new();
+    stdin
+        .read_to_end(&mut state)
+        .map_err(HookVerbError::Stdin)?;
+    let policy = policy_file::load(config)?;
+    vibe_hooks::run_network_hook(&state, &policy.network)
+        .map_err(|e| HookVerbError::Network(Box::new(e)))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_hook_and_bad_config_are_errors() {
+        let err = run(
+            Path::new("/nonexistent"),
+            &["other".into()],
+            &mut "".as_bytes(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, HookVerbError::UnknownHook(_)));
+        let err = run(
+            Path::new("/nonexistent.toml"),
+            &["network".into()],
+            &mut "{}".as_bytes(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("/nonexistent.toml"), "{err}");
+    }
+}

@@ -1,0 +1,104 @@
+//! `vibe-shim policy check|explain`: inspect the policy without running
+//! anything. Exit 0 when valid/allowed, 1 otherwise.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use vibe_policy::{enforce_create, CreateContext, Policy, Rewrite};
+
+use super::create::read_spec;
+use crate::args::{first_positional, flag_value, scan_verb, POLICY_FLAGS};
+use crate::host::RealHost;
+use crate::{policy_file, runtime};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyCmdError {
+    #[error("usage: vibe-shim policy check [--config PATH] | policy explain --bundle DIR [--config PATH]")]
+    Usage,
+    #[error("config: {0}")]
+    Config(#[from] policy_file::PolicyFileError),
+    #[error("bundle: {0}")]
+    Bundle(#[from] super::create::CreateError),
+    #[error("cannot print the policy: {0}")]
+    Print(#[from] serde_json::Error),
+}
+
+/// Runs `policy <args>`; returns the text to print and whether it passed.
+pub fn run(global_config: &Path, args: &[OsString]) -> Result<(String, bool), PolicyCmdError> {
+    let items = scan_verb(args, POLICY_FLAGS, false);
+    let config = flag_value(&items, "config")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| global_config.to_path_buf());
+    let sub = first_positional(&items)
+        .and_then(|s| s.to_str())
+        .unwrap_or("");
+    let policy = policy_file::load(&config)?;
+    match sub {
+        "check" => Ok((check(&config, &policy)?, true)),
+        "explain" => {
+            let bundle = flag_value(&items, "bundle").ok_or(PolicyCmdError::Usage)?;
+            explain(&config, &policy, Path::new(bundle))
+        }
+        _ => Err(PolicyCmdError::Usage),
+    }
+}
+
+fn check(config: &Path, policy: &Policy) -> Result<String, PolicyCmdError> {
+    Ok(format!(
+        "# {} is valid; effective policy:\n{}\n",
+        config.display(),
+        serde_json::to_string_pretty(policy)?
+    ))
+}
+
+fn explain(
+    config: &Path,
+    policy: &Policy,
+    bundle: &Path,
+) -> Result<(String, bool), PolicyCmdError> {
+    let spec = read_spec(&bundle.join("config.json"))?;
+    let runtime_path = runtime::find(
+        policy.runtime.path.as_deref(),
+        std::env::var_os("PATH").as_deref(),
+        runtime::own_exe().as_ref(),
+    )
+    .unwrap_or_else(|_| {
+        policy
+            .runtime
+            .path
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("runc"))
+    });
+    let id = bundle
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ctx = CreateContext {
+        container_id: id,
+        network_hook: None,
+        runtime_path,
+    };
+    let mut out = format!(
+        "policy: {}\nbundle: {}\n",
+        config.display(),
+        bundle.display()
+    );
+    let (changes, verdict, ok) = match enforce_create(&spec, policy, &RealHost::new(), &ctx) {
+        Ok(Rewrite { changes, .. }) => (changes, "allowed".to_string(), true),
+        Err(refusal) => (
+            refusal.changes,
+            format!("refused: {}", refusal.denial),
+            false,
+        ),
+    };
+    for change in &changes {
+        let _ = writeln!(
+            out,
+            "{}: {}: {} → {}",
+            change.rule, change.field, change.before, change.after
+        );
+    }
+    let _ = writeln!(out, "{} change(s); {verdict}", changes.len());
+    Ok((out, ok))
+}

@@ -1,0 +1,145 @@
+//! `start`: Docker 28+ configures the network only after `runc create`, so
+//! before the container's process may run, the network hook's table must
+//! still be in place and the route work is completed (vibe-hooks does both).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use vibe_policy::Denial;
+
+use super::{lossy, Ctx, Outcome};
+use crate::args::{first_positional, scan_verb};
+
+/// runc's state directory when `--root` is not given (as root).
+pub const DEFAULT_ROOT: &str = "/run/runc";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid container id {0:?}")]
+    BadId(String),
+    #[error("cannot find the container's init pid (state.json: {state}; runc state: {runc})")]
+    NoPid { state: String, runc: String },
+}
+
+pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
+    let items = scan_verb(args, &[], false);
+    let container_id = first_positional(&items)
+        .map(|v| lossy(v))
+        .unwrap_or_default();
+    let root = ctx
+        .root
+        .as_ref()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT));
+    let pid = match init_pid(&ctx.runtime, &root, &container_id) {
+        Ok(pid) => pid,
+        Err(e) => {
+            return Outcome::refused(
+                container_id.clone(),
+                Denial::new("start", "container", container_id, e.to_string()),
+            )
+        }
+    };
+    let result = match vibe_hooks::check_before_start(pid, &ctx.policy.network) {
+        Ok(()) => Ok((args.to_vec(), Vec::new())),
+        Err(e) => Err(super::refusal(Denial::new(
+            "network",
+            "init_process_pid",
+            pid.to_string(),
+            e.to_string(),
+        ))),
+    };
+    Outcome {
+        container_id,
+        result,
+    }
+}
+
+/// The container's init pid: runc's `state.json` under the root directory,
+/// or (for another layout) what `runc state` reports.
+pub fn init_pid(runtime: &Path, root: &Path, id: &str) -> Result<i32, StartError> {
+    // runc's own id rule forbids these; they would escape the root dir.
+    if id.is_empty() || id.contains('/') || id == "." || id == ".." {
+        return Err(StartError::BadId(id.to_string()));
+    }
+    let state = match pid_from_state_file(&root.join(id).join("state.json"), "init_process_pid") {
+        Ok(pid) => return Ok(pid),
+        Err(e) => e,
+    };
+    let runc = Command::new(runtime)
+        .arg("--root")
+        .arg(root)
+        .arg("state")
+        .arg(id)
+        .output()
+        .map_err(|e| e.to_string())
+        .and_then(|out| {
+            if out.status.success() {
+                pid_from_json(&out.stdout, "pid")
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+            }
+        });
+    runc.map_err(|runc| StartError::NoPid { state, runc })
+}
+
+fn pid_from_state_file(path: &Path, key: &str) -> Result<i32, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pid_from_json(&bytes, key)
+}
+
+fn pid_from_json(bytes: &[u8], key: &str) -> Result<i32, String> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    value
+        .get(key)
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|pid| i32::try_from(pid).ok())
+        .filter(|pid| *pid > 0)
+        .ok_or_else(|| format!("no positive {key}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn pid_comes_from_state_json() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("c1")).unwrap();
+        std::fs::write(
+            root.path().join("c1/state.json"),
+            r#"{"id":"c1","init_process_pid":4242,"config":{}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            init_pid(Path::new("/nonexistent"), root.path(), "c1").unwrap(),
+            4242
+        );
+    }
+
+    #[test]
+    fn falls_back_to_runc_state() {
+        let root = tempfile::tempdir().unwrap();
+        let fake = root.path().join("fake-runc");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho '{\"id\":\"c2\",\"pid\":77,\"status\":\"created\"}'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(init_pid(&fake, root.path(), "c2").unwrap(), 77);
+    }
+
+    #[test]
+    fn bad_ids_and_missing_state_are_errors() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            init_pid(Path::new("/bin/false"), root.path(), "../x"),
+            Err(StartError::BadId(_))
+        ));
+        let err = init_pid(Path::new("/bin/false"), root.path(), "c3").unwrap_err();
+        assert!(err.to_string().contains("state.json"), "{err}");
+    }
+}

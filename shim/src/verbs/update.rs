@@ -1,0 +1,168 @@
+//! `update`: the resources (stdin `-`, a file, or flags) are run through the
+//! policy's update rules, so `--pids-limit -1` never lifts the limit. The
+//! rewritten JSON reaches runc through a private sealed memfd. Reading
+//! `--resources -` is the only time vibe-shim reads stdin.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+
+use serde_json::{json, Value};
+use vibe_policy::rules::pids;
+use vibe_policy::{enforce_update, Change, Denial, Record, Refusal};
+
+use super::{lossy, refusal, Ctx, Outcome};
+use crate::args::{first_positional, scan_verb, Edits, Item, UPDATE_FLAGS};
+use crate::private_file::sealed_memfd;
+
+pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
+    let items = scan_verb(args, UPDATE_FLAGS, false);
+    let container_id = first_positional(&items)
+        .map(|v| lossy(v))
+        .unwrap_or_default();
+    let result = rewrite(ctx, args, &items, &mut std::io::stdin().lock());
+    Outcome {
+        container_id,
+        result,
+    }
+}
+
+fn rewrite(
+    ctx: &Ctx,
+    args: &[OsString],
+    items: &[Item],
+    stdin: &mut dyn Read,
+) -> Result<(Vec<OsString>, Vec<Change>), Refusal> {
+    let mut edits = Edits::default();
+    let mut changes = Vec::new();
+    let resources: Vec<&Item> = items
+        .iter()
+        .filter(|item| matches!(item, Item::Flag { name, .. } if name == "resources"))
+        .collect();
+    if let Some((last, earlier)) = resources.split_last() {
+        for item in earlier {
+            edits.remove_flag(item);
+        }
+        let source = match last {
+            Item::Flag { value, .. } => value.clone().unwrap_or_default(),
+            Item::Positional { value, .. } => value.clone(),
+        };
+        let denial =
+            |reason: String| refusal(Denial::new("update", "--resources", lossy(&source), reason));
+        let bytes = read_resources(&source, stdin).map_err(|e| denial(e.to_string()))?;
+        let doc: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| denial(format!("resources are not JSON: {e}")))?;
+        let rewrite = enforce_update(&doc, &ctx.policy, &ctx.host)?;
+        let out = serde_json::to_vec(&rewrite.document)
+            .map_err(|e| denial(format!("cannot serialise resources: {e}")))?;
+        let path = sealed_memfd(&out, 3).map_err(|e| denial(e.to_string()))?;
+        edits.set_flag_value(last, path.as_os_str());
+        changes.extend(rewrite.changes);
+    }
+    let mut record = Record::default();
+    clamp_pids_flags(
+        ctx.policy.process.pids_limit,
+        items,
+        &mut edits,
+        &mut record,
+    );
+    changes.extend(record.changes);
+    Ok((edits.apply(args), changes))
+}
+
+fn read_resources(source: &OsStr, stdin: &mut dyn Read) -> std::io::Result<Vec<u8>> {
+    if source == "-" {
+        let mut bytes = Vec::new();
+        stdin.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    } else {
+        std::fs::read(source)
+    }
+}
+
+/// runc treats `--pids-limit` 0 as "no change" and negative as unlimited;
+/// the policy's clamp turns both (and anything above the maximum) into the
+/// maximum, which is always within policy.
+fn clamp_pids_flags(max: i64, items: &[Item], edits: &mut Edits, rec: &mut Record) {
+    for item in items {
+        let Item::Flag { name, value, .. } = item else {
+            continue;
+        };
+        if name != "pids-limit" {
+            continue;
+        }
+        let text = value.as_deref().map(lossy).unwrap_or_default();
+        let requested = text.trim().parse::<i64>().ok();
+        let clamped = pids::clamp(requested, max);
+        if requested != Some(clamped) {
+            edits.set_flag_value(item, OsStr::new(&clamped.to_string()));
+            rec.change("pids", "--pids-limit", json!(text), json!(clamped));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::RealHost;
+    use vibe_policy::Policy;
+
+    fn ctx() -> Ctx {
+        Ctx {
+            config_path: "/etc/vibe-shim/config.toml".into(),
+            policy: Policy::default(),
+            runtime: "/usr/sbin/runc".into(),
+            root: None,
+            host: RealHost::new(),
+        }
+    }
+
+    fn run(args: &[&str], stdin: &str) -> (Vec<String>, Vec<Change>) {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let items = scan_verb(&args, UPDATE_FLAGS, false);
+        let (out, changes) = rewrite(&ctx(), &args, &items, &mut stdin.as_bytes()).unwrap();
+        (out.iter().map(|a| lossy(a)).collect(), changes)
+    }
+
+    #[test]
+    fn pids_limit_flag_is_clamped_in_every_form() {
+        let (out, changes) = run(&["--pids-limit", "-1", "ctr"], "");
+        assert_eq!(out, ["--pids-limit", "512", "ctr"]);
+        assert_eq!(changes.len(), 1);
+        let (out, _) = run(&["--pids-limit=100000", "--memory", "1g", "ctr"], "");
+        assert_eq!(out, ["--pids-limit=512", "--memory", "1g", "ctr"]);
+        let (out, changes) = run(&["-pids-limit=100", "ctr"], "");
+        assert_eq!(out, ["-pids-limit=100", "ctr"]);
+        assert!(changes.is_empty());
+        let (out, _) = run(&["ctr", "--pids-limit", "0"], "");
+        assert_eq!(out, ["ctr", "--pids-limit", "512"]);
+    }
+
+    #[test]
+    fn resources_from_stdin_go_through_a_private_memfd() {
+        let stdin = r#"{"memory":{"limit":1000000},"pids":{"limit":-1}}"#;
+        let (out, _changes) = run(&["--resources", "-", "ctr"], stdin);
+        assert_eq!(out[0], "--resources");
+        assert!(out[1].starts_with("/proc/self/fd/"), "{out:?}");
+        let written: Value = serde_json::from_slice(&std::fs::read(&out[1]).unwrap()).unwrap();
+        assert_eq!(written["memory"]["limit"], 1_000_000);
+        assert_eq!(written["pids"]["limit"], 512);
+        assert_eq!(out[2], "ctr");
+    }
+
+    #[test]
+    fn resources_from_a_file_and_bad_json_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("r.json");
+        std::fs::write(&file, r#"{"pids":{"limit":100}}"#).unwrap();
+        let arg = format!("-r={}", file.display());
+        let (out, _) = run(&[&arg, "ctr"], "");
+        assert!(out[0].starts_with("-r=/proc/self/fd/"), "{out:?}");
+        let args: Vec<OsString> = ["--resources", "-", "ctr"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let items = scan_verb(&args, UPDATE_FLAGS, false);
+        let err = rewrite(&ctx(), &args, &items, &mut "nope".as_bytes()).unwrap_err();
+        assert_eq!(err.denial.rule, "update");
+    }
+}
