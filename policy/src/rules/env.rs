@@ -1,10 +1,110 @@
-//! TODO(stub): env rule.
+//! Only allowlisted environment variables reach the process, so a client's
+//! `-e GITHUB_TOKEN=...` never does. The audit record lists variable names
+//! only: values may be secrets.
 
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
 
-pub fn apply(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+const RULE: &str = "env";
+/// Stands for an entry that is not `NAME=VALUE`; its text may be a secret.
+const MALFORMED: &str = "<malformed entry>";
+
+pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let Some(Value::Array(entries)) = process.get_mut("env") else {
+        return Ok(());
+    };
+    let mut names_before = Vec::with_capacity(entries.len());
+    let mut names_after = Vec::with_capacity(entries.len());
+    entries.retain(|entry| {
+        let name = entry
+            .as_str()
+            .and_then(|text| text.split_once('='))
+            .map(|(name, _)| name)
+            .filter(|name| !name.is_empty());
+        let keep = name.is_some_and(|n| cx.policy.process.env_allowed(n));
+        let label = Value::String(name.unwrap_or(MALFORMED).to_string());
+        if keep {
+            names_after.push(label.clone());
+        }
+        names_before.push(label);
+        keep
+    });
+    rec.change(
+        RULE,
+        format!("{}/env", cx.process_field),
+        Value::Array(names_before),
+        Value::Array(names_after),
+    );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Policy;
+    use crate::host::FakeHost;
+    use serde_json::json;
+
+    fn run(process: &mut Value) -> Record {
+        let (policy, host) = (Policy::default(), FakeHost::new());
+        let cx = RuleContext {
+            policy: &policy,
+            host: &host,
+            create: None,
+            process_field: "/process",
+        };
+        let mut rec = Record::default();
+        apply(process, &cx, &mut rec).unwrap();
+        rec
+    }
+
+    #[test]
+    fn secrets_are_dropped_and_not_logged() {
+        let mut spec: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/config-user0.json"
+        ))
+        .unwrap();
+        let rec = run(&mut spec["process"]);
+        let env = crate::json::strings(spec["process"].get("env"));
+        assert_eq!(env.len(), 3);
+        assert!(env[0].starts_with("PATH=") && env[1].starts_with("HOSTNAME="));
+        assert_eq!(env[2], "LANG=C.UTF-8");
+        assert_eq!(rec.changes.len(), 1);
+        let change = &rec.changes[0];
+        assert_eq!(change.field, "/process/env");
+        assert_eq!(
+            change.before,
+            json!([
+                "PATH",
+                "HOSTNAME",
+                "GITHUB_TOKEN",
+                "AWS_SECRET_ACCESS_KEY",
+                "LANG"
+            ])
+        );
+        assert_eq!(change.after, json!(["PATH", "HOSTNAME", "LANG"]));
+        let logged = serde_json::to_string(&rec).unwrap();
+        assert!(!logged.contains("=x") && !logged.contains("=y") && !logged.contains("/usr/bin"));
+    }
+
+    #[test]
+    fn malformed_entries_dropped_without_their_text() {
+        let mut process = json!({"env": ["ghp_secret", "=v", 7, "TERM=xterm", "PATHX=1"]});
+        let rec = run(&mut process);
+        assert_eq!(process["env"], json!(["TERM=xterm"]));
+        let logged = serde_json::to_string(&rec).unwrap();
+        assert!(!logged.contains("ghp_secret"));
+        assert!(logged.contains(MALFORMED) && logged.contains("PATHX"));
+    }
+
+    #[test]
+    fn allowed_env_is_no_change() {
+        let mut process = json!({"env": ["PATH=/bin", "LC_ALL=C"]});
+        assert!(run(&mut process).changes.is_empty());
+        let mut process = json!({"args": ["sh"]});
+        assert!(run(&mut process).changes.is_empty());
+        assert_eq!(process, json!({"args": ["sh"]}));
+    }
 }

@@ -1,10 +1,216 @@
-//! TODO(stub): namespaces rule.
+//! The container never shares the host's pid, ipc, uts, mount, network or
+//! cgroup namespace, judged by namespace inode, never by the engine's flags.
+//! A missing entry means "stay in the runtime's (the host's) namespace".
 
-use serde_json::Value;
+use std::path::Path;
+
+use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
+use crate::json::str_field;
 
-pub fn apply(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+const RULE: &str = "namespaces";
+/// Kinds that must be present; a missing entry is the host's namespace.
+const REQUIRED: [&str; 5] = ["pid", "ipc", "uts", "mount", "network"];
+/// Kinds whose path may not be joined even when it is not the host's:
+/// sharing them with another container breaks that container's isolation.
+const NEVER_JOINED: [&str; 3] = ["pid", "ipc", "mount"];
+
+pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let entries: &[Value] = spec
+        .pointer("/linux/namespaces")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    for kind in REQUIRED {
+        if !entries.iter().any(|e| str_field(e, "type") == kind) {
+            return Err(Denial::new(
+                RULE,
+                "/linux/namespaces",
+                kind,
+                format!("no {kind} namespace entry: the container would share the host's {kind} namespace"),
+            ));
+        }
+    }
+    let mut has_cgroup = false;
+    for (i, entry) in entries.iter().enumerate() {
+        let kind = str_field(entry, "type");
+        has_cgroup |= kind == "cgroup";
+        let path = str_field(entry, "path");
+        // An empty path is a new namespace, as in runc.
+        if path.is_empty() || !(REQUIRED.contains(&kind) || kind == "cgroup") {
+            continue;
+        }
+        judge_path(kind, path, &format!("/linux/namespaces/{i}/path"), cx)?;
+    }
+    if !has_cgroup {
+        // Docker on cgroup v1 never asks for one; a private one works with runc.
+        if let Some(Value::Array(list)) = spec.pointer_mut("/linux/namespaces") {
+            let entry = json!({"type": "cgroup"});
+            list.push(entry.clone());
+            rec.change(
+                RULE,
+                format!("/linux/namespaces/{}", list.len() - 1),
+                Value::Null,
+                entry,
+            );
+        }
+    }
     Ok(())
+}
+
+fn judge_path(kind: &str, path: &str, field: &str, cx: &RuleContext) -> Result<(), Denial> {
+    let refuse = |reason: String| Err(Denial::new(RULE, field, path, reason));
+    let Some(id) = cx.host.namespace_id(Path::new(path)) else {
+        return refuse(format!(
+            "cannot verify the {kind} namespace path: it is not a readable namespace file"
+        ));
+    };
+    let Some(host_id) = cx.host.host_namespace_id(kind) else {
+        return refuse(format!(
+            "cannot read the host's {kind} namespace to compare against"
+        ));
+    };
+    if id == host_id {
+        return refuse(format!("this is the host's {kind} namespace"));
+    }
+    if NEVER_JOINED.contains(&kind) {
+        return refuse(format!(
+            "joining another container's {kind} namespace is not allowed"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Policy;
+    use crate::host::{FakeHost, HostView};
+    use std::path::PathBuf;
+
+    fn fixture(name: &str) -> Value {
+        let text = match name {
+            "default" => include_str!("../../tests/fixtures/docker-20.10/config-default.json"),
+            "pid-host" => include_str!("../../tests/fixtures/docker-20.10/config-pid-host.json"),
+            "ipc-host" => include_str!("../../tests/fixtures/docker-20.10/config-ipc-host.json"),
+            "uts-host" => include_str!("../../tests/fixtures/docker-20.10/config-uts-host.json"),
+            "net-host" => include_str!("../../tests/fixtures/docker-20.10/config-net-host.json"),
+            _ => unreachable!(),
+        };
+        serde_json::from_str(text).unwrap()
+    }
+
+    const NET_HOST_PATH: &str = "/run/vs-dev/exec/netns/default";
+
+    fn host() -> FakeHost {
+        let mut host = FakeHost::new();
+        let net = host.host_namespace_id("network").unwrap();
+        host.namespaces.insert(PathBuf::from(NET_HOST_PATH), net);
+        host.namespaces
+            .insert(PathBuf::from("/run/netns/other"), (1, 9_000));
+        host.namespaces
+            .insert(PathBuf::from("/proc/77/ns/pid"), (1, 9_001));
+        host.namespaces
+            .insert(PathBuf::from("/proc/77/ns/cgroup"), (1, 9_002));
+        host
+    }
+
+    fn run(spec: &mut Value, host: &FakeHost) -> Result<Record, Denial> {
+        let policy = Policy::default();
+        let cx = RuleContext {
+            policy: &policy,
+            host,
+            create: None,
+            process_field: "/process",
+        };
+        let mut rec = Record::default();
+        apply(spec, &cx, &mut rec).map(|_| rec)
+    }
+
+    #[test]
+    fn default_gets_a_private_cgroup_namespace() {
+        let mut spec = fixture("default");
+        let rec = run(&mut spec, &host()).unwrap();
+        let list = spec["linux"]["namespaces"].as_array().unwrap();
+        assert_eq!(list.len(), 6);
+        assert_eq!(list[5], json!({"type": "cgroup"}));
+        assert_eq!(rec.changes[0].field, "/linux/namespaces/5");
+        // Idempotent.
+        assert!(run(&mut spec, &host()).unwrap().changes.is_empty());
+    }
+
+    #[test]
+    fn host_namespaces_from_docker_are_refused() {
+        for (name, kind) in [
+            ("pid-host", "pid"),
+            ("ipc-host", "ipc"),
+            ("uts-host", "uts"),
+        ] {
+            let err = run(&mut fixture(name), &host()).unwrap_err();
+            assert_eq!(err.value, kind);
+            assert!(
+                err.reason
+                    .contains(&format!("share the host's {kind} namespace")),
+                "{err}"
+            );
+        }
+        let err = run(&mut fixture("net-host"), &host()).unwrap_err();
+        assert_eq!(err.value, NET_HOST_PATH);
+        assert_eq!(err.field, "/linux/namespaces/1/path");
+        assert!(err.reason.contains("host's network namespace"));
+    }
+
+    #[test]
+    fn unverifiable_path_is_refused() {
+        let mut spec = fixture("default");
+        spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/missing");
+        let err = run(&mut spec, &host()).unwrap_err();
+        assert!(err.reason.contains("cannot verify"), "{err}");
+    }
+
+    #[test]
+    fn other_containers_network_is_fine_but_pid_is_not() {
+        let mut spec = fixture("default");
+        spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/other");
+        assert!(run(&mut spec, &host()).is_ok());
+        spec["linux"]["namespaces"][3]["path"] = json!("/proc/77/ns/pid");
+        let err = run(&mut spec, &host()).unwrap_err();
+        assert!(err.reason.contains("another container's pid"), "{err}");
+    }
+
+    #[test]
+    fn host_namespace_by_any_path_is_refused() {
+        let mut spec = fixture("default");
+        spec["linux"]["namespaces"][2]["path"] = json!("/proc/1/ns/uts");
+        let err = run(&mut spec, &host()).unwrap_err();
+        assert!(err.reason.contains("host's uts"), "{err}");
+    }
+
+    #[test]
+    fn cgroup_paths_are_judged() {
+        let mut spec = fixture("default");
+        let list = spec["linux"]["namespaces"].as_array_mut().unwrap();
+        list.push(json!({"type": "cgroup", "path": "/proc/1/ns/cgroup"}));
+        let err = run(&mut spec, &host()).unwrap_err();
+        assert!(err.reason.contains("host's cgroup"), "{err}");
+        spec["linux"]["namespaces"][5]["path"] = json!("/proc/77/ns/cgroup");
+        let rec = run(&mut spec, &host()).unwrap();
+        assert!(rec.changes.is_empty());
+    }
+
+    #[test]
+    fn missing_namespaces_list_is_refused() {
+        let mut spec = json!({"linux": {}});
+        assert!(run(&mut spec, &host()).is_err());
+    }
+
+    #[test]
+    fn user_namespace_is_left_alone() {
+        let mut spec = fixture("default");
+        let list = spec["linux"]["namespaces"].as_array_mut().unwrap();
+        list.push(json!({"type": "user", "path": "/proc/1/ns/user"}));
+        assert!(run(&mut spec, &host()).is_ok());
+    }
 }

@@ -1,14 +1,144 @@
-//! TODO(stub): pids rule.
+//! The container's pids limit is never above the policy's, and unlimited
+//! (`-1`, `0` or absent) is never granted: on create, and on `runc update`.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
+use crate::json::{as_object, object_at};
 
-pub fn apply(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+const RULE: &str = "pids";
+
+/// The limit to apply: the request if it is a positive number within `max`,
+/// else `max` (absent, `<= 0` meaning unlimited, or too high).
+pub fn clamp(requested: Option<i64>, max: i64) -> i64 {
+    match requested {
+        Some(n) if n > 0 && n <= max => n,
+        _ => max,
+    }
+}
+
+/// Create: `linux.resources.pids.limit` is always set.
+pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let linux = object_at(spec, "linux");
+    let pids = child_object(child_object(linux, "resources"), "pids");
+    set_limit(pids, "/linux/resources/pids/limit", cx, rec);
     Ok(())
 }
 
-pub fn apply_update(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+/// Update (a top-level `LinuxResources`): clamped only when `pids` is sent;
+/// without it runc keeps the current, already clamped, limit.
+pub fn apply_update(
+    resources: &mut Value,
+    cx: &RuleContext,
+    rec: &mut Record,
+) -> Result<(), Denial> {
+    let map = as_object(resources);
+    if map.contains_key("pids") {
+        set_limit(child_object(map, "pids"), "/pids/limit", cx, rec);
+    }
     Ok(())
+}
+
+fn set_limit(pids: &mut Map<String, Value>, field: &str, cx: &RuleContext, rec: &mut Record) {
+    let max = cx.policy.process.pids_limit;
+    let before = pids.get("limit").cloned().unwrap_or(Value::Null);
+    let after = Value::from(clamp(before.as_i64(), max));
+    pids.insert("limit".to_string(), after.clone());
+    rec.change(RULE, field, before, after);
+}
+
+/// `map[key]` as an object, created (or replaced, if not an object) when needed.
+fn child_object<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    as_object(
+        map.entry(key.to_string())
+            .or_insert_with(|| Value::Object(Map::new())),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Policy;
+    use crate::host::FakeHost;
+    use serde_json::json;
+
+    fn run(doc: &mut Value, update: bool) -> Record {
+        let (policy, host) = (Policy::default(), FakeHost::new());
+        let cx = RuleContext {
+            policy: &policy,
+            host: &host,
+            create: None,
+            process_field: "/process",
+        };
+        let mut rec = Record::default();
+        if update {
+            apply_update(doc, &cx, &mut rec).unwrap();
+        } else {
+            apply(doc, &cx, &mut rec).unwrap();
+        }
+        rec
+    }
+
+    #[test]
+    fn clamp_cases() {
+        assert_eq!(clamp(None, 512), 512);
+        assert_eq!(clamp(Some(-1), 512), 512);
+        assert_eq!(clamp(Some(0), 512), 512);
+        assert_eq!(clamp(Some(100_000), 512), 512);
+        assert_eq!(clamp(Some(512), 512), 512);
+        assert_eq!(clamp(Some(100), 512), 100);
+    }
+
+    #[test]
+    fn docker_default_gets_the_policy_limit() {
+        let mut spec: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/config-pids-unlimited.json"
+        ))
+        .unwrap();
+        let memory = spec["linux"]["resources"]["memory"].clone();
+        let rec = run(&mut spec, false);
+        assert_eq!(spec["linux"]["resources"]["pids"], json!({"limit": 512}));
+        assert_eq!(spec["linux"]["resources"]["memory"], memory);
+        assert_eq!(rec.changes[0].field, "/linux/resources/pids/limit");
+        assert_eq!(rec.changes[0].before, Value::Null);
+    }
+
+    #[test]
+    fn lower_request_is_kept_and_odd_values_clamped() {
+        let mut spec = json!({"linux": {"resources": {"pids": {"limit": 64}}}});
+        assert!(run(&mut spec, false).changes.is_empty());
+        for odd in [json!(-1), json!(0), json!("7"), json!(1e3), json!(u64::MAX)] {
+            let mut spec = json!({"linux": {"resources": {"pids": {"limit": odd}}}});
+            run(&mut spec, false);
+            assert_eq!(spec["linux"]["resources"]["pids"]["limit"], json!(512));
+        }
+        let mut spec = json!({});
+        run(&mut spec, false);
+        assert_eq!(spec["linux"]["resources"]["pids"]["limit"], json!(512));
+    }
+
+    #[test]
+    fn docker_update_is_clamped() {
+        for text in [
+            include_str!("../../tests/fixtures/docker-20.10/update-pids-unlimited.json"),
+            include_str!("../../tests/fixtures/docker-20.10/update-pids-100000.json"),
+        ] {
+            let mut update: Value = serde_json::from_str(text).unwrap();
+            let rec = run(&mut update, true);
+            assert_eq!(update["pids"], json!({"limit": 512}));
+            assert_eq!(rec.changes[0].field, "/pids/limit");
+        }
+    }
+
+    #[test]
+    fn update_without_pids_is_left_alone() {
+        let mut update: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/update-memory.json"
+        ))
+        .unwrap();
+        let before = update.clone();
+        assert!(run(&mut update, true).changes.is_empty());
+        assert_eq!(update, before);
+    }
 }

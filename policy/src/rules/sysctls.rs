@@ -1,10 +1,118 @@
-//! TODO(stub): sysctls rule.
+//! Only the Kubernetes Pod Security Standards "safe" sysctls pass; each is
+//! namespaced to the container's own network or ipc namespace. Any other
+//! sysctl is dropped (Docker's two defaults are on the list and stay).
 
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
 
-pub fn apply(_doc: &mut Value, _cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+const RULE: &str = "sysctls";
+
+/// Kubernetes PSS "safe" sysctls (baseline profile, as of Kubernetes 1.29).
+const SAFE_SYSCTLS: [&str; 10] = [
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+];
+
+pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let Some(Value::Object(sysctls)) = spec.pointer_mut("/linux/sysctl") else {
+        return Ok(());
+    };
+    // Exact names only: runc also accepts `net/ipv4/...`, which is dropped
+    // rather than normalised.
+    sysctls.retain(|name, value| {
+        let keep = SAFE_SYSCTLS.contains(&name.as_str());
+        if !keep {
+            rec.change(
+                RULE,
+                format!("/linux/sysctl/{}", pointer_escape(name)),
+                value.clone(),
+                Value::Null,
+            );
+        }
+        keep
+    });
     Ok(())
+}
+
+/// Escapes a JSON-pointer path segment (RFC 6901).
+fn pointer_escape(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Policy;
+    use crate::host::FakeHost;
+    use serde_json::json;
+
+    fn run(spec: &mut Value) -> Record {
+        let (policy, host) = (Policy::default(), FakeHost::new());
+        let cx = RuleContext {
+            policy: &policy,
+            host: &host,
+            create: None,
+            process_field: "/process",
+        };
+        let mut rec = Record::default();
+        apply(spec, &cx, &mut rec).unwrap();
+        rec
+    }
+
+    #[test]
+    fn docker_defaults_stay() {
+        let mut spec: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/config-default.json"
+        ))
+        .unwrap();
+        let before = spec.clone();
+        assert!(run(&mut spec).changes.is_empty());
+        assert_eq!(spec, before);
+    }
+
+    #[test]
+    fn unsafe_sysctl_is_dropped() {
+        let mut spec: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/docker-20.10/config-sysctl.json"
+        ))
+        .unwrap();
+        let rec = run(&mut spec);
+        assert_eq!(
+            spec["linux"]["sysctl"],
+            json!({
+                "net.ipv4.ip_unprivileged_port_start": "0",
+                "net.ipv4.ping_group_range": "0 2147483647",
+                "net.ipv4.tcp_syncookies": "1"
+            })
+        );
+        assert_eq!(rec.changes.len(), 1);
+        assert_eq!(rec.changes[0].field, "/linux/sysctl/kernel.msgmax");
+        assert_eq!(rec.changes[0].before, json!("65536"));
+    }
+
+    #[test]
+    fn slash_form_and_host_wide_sysctls_are_dropped() {
+        let mut spec = json!({"linux": {"sysctl": {
+            "net/ipv4/ip_forward": "1",
+            "kernel.core_pattern": "|/tmp/x",
+            "net.ipv4.tcp_fin_timeout": "30"
+        }}});
+        let rec = run(&mut spec);
+        assert_eq!(
+            spec["linux"]["sysctl"],
+            json!({"net.ipv4.tcp_fin_timeout": "30"})
+        );
+        assert_eq!(rec.changes[0].field, "/linux/sysctl/net~1ipv4~1ip_forward");
+        assert_eq!(rec.changes.len(), 2);
+    }
 }
