@@ -94,7 +94,8 @@ fn apply_process_rules(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> 
 
 /// Checks that the document is a valid OCI runtime spec, using oci-spec's types.
 fn validate_spec(spec: &Value) -> Result<(), Denial> {
-    serde_json::from_value::<oci_spec::runtime::Spec>(spec.clone())
+    // Deserialise from the borrowed Value: no copy of the document.
+    <oci_spec::runtime::Spec as serde::Deserialize>::deserialize(spec)
         .map(|_| ())
         .map_err(|e| {
             Denial::new(
