@@ -1,1 +1,375 @@
-//! TODO(stub): network confinement.
+//! vibe-shim's network confinement (issue 4): an OCI `createRuntime` hook
+//! that installs the `inet vibe_shim` nftables table and prunes routes inside
+//! the container's network namespace, plus the re-check done before `start`.
+//!
+//! Everything that changes the system runs on a dedicated thread that has
+//! entered the container's network namespace; the calling thread (and so the
+//! host namespace) is only ever read.
+
+pub mod nft;
+pub mod routes;
+pub mod ruleset;
+pub mod state;
+
+use std::fs::File;
+use std::net::IpAddr;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+use vibe_policy::config::{NetworkMode, NetworkSection};
+use vibe_policy::engine::NETWORK_HOOK_MARKER;
+
+use crate::nft::NftError;
+use crate::routes::RouteError;
+use crate::ruleset::HostFacts;
+use crate::state::{ContainerState, StateError};
+
+/// PATH given to the hook when the creating process has none.
+pub const DEFAULT_HOOK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Seconds runc waits for the hook before failing the create.
+pub const HOOK_TIMEOUT_SECS: u64 = 10;
+
+/// Why the network confinement could not be applied; printed after
+/// "vibe-shim: network: ".
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(
+        "container process {pid} shares the host's network namespace; \
+         the network policy needs a private one"
+    )]
+    HostNamespace { pid: i32 },
+    #[error("cannot open {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot enter the container's network namespace: {0}")]
+    Enter(nix::Error),
+    #[error("worker thread failed: {0}")]
+    Thread(String),
+    #[error("cannot read the host's addresses: {0}")]
+    HostAddresses(RouteError),
+    #[error(transparent)]
+    Nft(#[from] NftError),
+    #[error(transparent)]
+    Routes(#[from] RouteError),
+    #[error(
+        "table inet vibe_shim is missing from the container's network namespace; \
+         refusing to start"
+    )]
+    TableMissing,
+    #[error(
+        "table inet vibe_shim in the container's network namespace is not ours \
+         (expected comment \"{expected}\"); refusing to start"
+    )]
+    TableForeign { expected: String },
+}
+
+/// The OCI hook object the policy appends to `hooks.createRuntime`. The
+/// marker is always the last argument so stale entries can be recognised.
+pub fn hook_entry(shim_exe: &Path, config: &Path) -> serde_json::Value {
+    let path = std::env::var("PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| DEFAULT_HOOK_PATH.to_string());
+    serde_json::json!({
+        "path": shim_exe.to_string_lossy(),
+        "args": [
+            "vibe-shim",
+            "--config",
+            config.to_string_lossy(),
+            "hook",
+            "network",
+            NETWORK_HOOK_MARKER,
+        ],
+        "env": [format!("PATH={path}")],
+        "timeout": HOOK_TIMEOUT_SECS,
+    })
+}
+
+/// The `createRuntime` hook body: `state_json` is the OCI state from stdin.
+pub fn run_network_hook(state_json: &[u8], net: &NetworkSection) -> Result<(), HookError> {
+    let state = ContainerState::parse(state_json)?;
+    let netns = open_container_netns(state.pid)?;
+    let nft = nft::find_nft(net.nft.as_deref(), std::env::var_os("PATH"))?;
+    let facts = HostFacts {
+        nameservers: if net.dns {
+            container_nameservers(&state.bundle)?
+        } else {
+            Vec::new()
+        },
+        host_addrs: if net.mode == NetworkMode::Open {
+            host_addresses()?
+        } else {
+            Vec::new()
+        },
+    };
+    let batch = ruleset::ruleset(net, &facts);
+    let plan = route_plan(net, &facts.nameservers);
+    in_netns(netns, move || {
+        nft::apply(&nft, &batch)?;
+        route_work(plan)
+    })
+}
+
+/// Called by the shim before `runc start`: the table must still be ours, and
+/// the route work is redone, because Docker 28+ only adds the container's
+/// interfaces and default route after `runc create`.
+pub fn check_before_start(pid: i32, net: &NetworkSection) -> Result<(), HookError> {
+    let netns = open_container_netns(pid)?;
+    let nft = nft::find_nft(net.nft.as_deref(), std::env::var_os("PATH"))?;
+    let expected = ruleset::policy_tag(net);
+    let net = net.clone();
+    in_netns(netns, move || {
+        let listing = nft::list_table(&nft)?.ok_or(HookError::TableMissing)?;
+        if !is_our_table(&listing, &expected) {
+            return Err(HookError::TableForeign { expected });
+        }
+        // The resolvers the hook allowed are in the table itself.
+        let nameservers = if net.dns {
+            nameservers_in_listing(&listing)
+        } else {
+            Vec::new()
+        };
+        route_work(route_plan(&net, &nameservers))
+    })
+}
+
+/// Opens the namespace first and judges the open file, so the check and the
+/// later setns see the same namespace. "The host's" is pid 1's namespace and
+/// also the one this process runs in (the runtime's): some sandboxes deny
+/// even root a look at /proc/1/ns, so the second one is always checked.
+fn open_container_netns(pid: i32) -> Result<File, HookError> {
+    let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
+    let netns = File::open(&path).map_err(|source| HookError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    let meta = netns.metadata().map_err(|source| HookError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    let target = (meta.dev(), meta.ino());
+    let self_ns = Path::new("/proc/thread-self/ns/net");
+    let own = std::fs::metadata(self_ns).map_err(|source| HookError::Open {
+        path: self_ns.to_path_buf(),
+        source,
+    })?;
+    let init = std::fs::metadata("/proc/1/ns/net").ok();
+    let host_ids = [Some(&own), init.as_ref()];
+    if host_ids
+        .into_iter()
+        .flatten()
+        .any(|m| (m.dev(), m.ino()) == target)
+    {
+        return Err(HookError::HostNamespace { pid });
+    }
+    Ok(netns)
+}
+
+/// Runs `work` on a new thread that has entered `netns`. The thread ends with
+/// the work, so no thread of this process is ever reused in the wrong
+/// namespace, and the calling thread never changes namespace.
+fn in_netns<T, F>(netns: File, work: F) -> Result<T, HookError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, HookError> + Send + 'static,
+{
+    let worker = std::thread::Builder::new()
+        .name("vibe-netns".into())
+        .spawn(move || {
+            nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(HookError::Enter)?;
+            drop(netns);
+            work()
+        })
+        .map_err(|e| HookError::Thread(e.to_string()))?;
+    worker
+        .join()
+        .map_err(|_| HookError::Thread("panicked".into()))?
+}
+
+/// Reads the host's addresses from a fresh thread in the host namespace
+/// (read-only: a dump, nothing is changed).
+fn host_addresses() -> Result<Vec<IpAddr>, HookError> {
+    let worker = std::thread::Builder::new()
+        .name("vibe-hostaddr".into())
+        .spawn(|| routes::with_netlink(|h| async move { routes::all_addresses(&h).await }))
+        .map_err(|e| HookError::Thread(e.to_string()))?;
+    worker
+        .join()
+        .map_err(|_| HookError::Thread("panicked".into()))?
+        .map_err(HookError::HostAddresses)
+}
+
+fn container_nameservers(bundle: &Path) -> Result<Vec<IpAddr>, HookError> {
+    let config_path = bundle.join("config.json");
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|source| HookError::Open {
+            path: p.to_path_buf(),
+            source,
+        })
+    };
+    let config: serde_json::Value = serde_json::from_str(&read(&config_path)?)
+        .map_err(|e| HookError::State(StateError::Json(e)))?;
+    match state::resolv_conf_source(bundle, &config) {
+        Some(resolv) => Ok(state::parse_nameservers(&read(&resolv)?)),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// What the route work does for a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RoutePlan {
+    /// open: the engine's routes stay; the table is the wall.
+    Keep,
+    /// none: no default route in either family.
+    NoDefault,
+    /// allowlist: no default route, but a route to each of these.
+    Only(Vec<IpNet>),
+}
+
+fn route_plan(net: &NetworkSection, nameservers: &[IpAddr]) -> RoutePlan {
+    match net.mode {
+        NetworkMode::Open => RoutePlan::Keep,
+        NetworkMode::None => RoutePlan::NoDefault,
+        NetworkMode::Allowlist => {
+            let mut targets: Vec<IpNet> = net.allow.iter().map(|r| r.net).collect();
+            targets.extend(
+                nameservers
+                    .iter()
+                    .filter(|a| !a.is_loopback())
+                    .map(|a| IpNet::from(*a)),
+            );
+            RoutePlan::Only(targets)
+        }
+    }
+}
+
+fn route_work(plan: RoutePlan) -> Result<(), HookError> {
+    let targets = match plan {
+        RoutePlan::Keep => return Ok(()),
+        RoutePlan::NoDefault => None,
+        RoutePlan::Only(targets) => Some(targets),
+    };
+    Ok(routes::with_netlink(|h| async move {
+        routes::confine_routes(&h, targets.as_deref()).await
+    })?)
+}
+
+/// Our tag, both base chains with policy drop, and nothing else (no chain or
+/// set that an earlier table of the same name could have left behind).
+fn is_our_table(listing: &str, tag: &str) -> bool {
+    let chains: Vec<&str> = listing
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("chain "))
+        .map(|rest| rest.trim_end_matches('{').trim())
+        .collect();
+    let has_set = listing
+        .lines()
+        .any(|l| l.trim().starts_with("set ") || l.trim().starts_with("map "));
+    chains == ["output", "forward"]
+        && !has_set
+        && listing.contains(&format!("comment \"{tag}\""))
+        && listing.contains("hook output priority filter; policy drop;")
+        && listing.contains("hook forward priority filter; policy drop;")
+}
+
+/// The resolvers in the DNS accept rules of a listed table.
+fn nameservers_in_listing(listing: &str) -> Vec<IpAddr> {
+    listing
+        .lines()
+        .filter(|l| l.contains("dport 53 accept"))
+        .flat_map(|l| {
+            l.split(|c: char| c.is_whitespace() || c == ',' || c == '{' || c == '}')
+                .filter_map(|w| w.parse::<IpAddr>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_entry_shape() {
+        let entry = hook_entry(Path::new("/usr/bin/vibe-shim"), Path::new("/etc/v/c.toml"));
+        assert_eq!(entry["path"], "/usr/bin/vibe-shim");
+        assert_eq!(
+            entry["args"],
+            serde_json::json!([
+                "vibe-shim",
+                "--config",
+                "/etc/v/c.toml",
+                "hook",
+                "network",
+                NETWORK_HOOK_MARKER
+            ])
+        );
+        assert_eq!(entry["timeout"], 10);
+        let env = entry["env"][0].as_str().unwrap();
+        assert!(env.starts_with("PATH=/"), "{env}");
+    }
+
+    const LISTING: &str = "table inet vibe_shim {\n\
+\tchain output {\n\
+\t\ttype filter hook output priority filter; policy drop;\n\
+\t\tmeta oiftype loopback accept\n\
+\t\tct state established,related accept comment \"TAG\"\n\
+\t\tip daddr { 192.0.2.53, 192.0.2.54 } meta l4proto { tcp, udp } th dport 53 accept\n\
+\t\tip6 daddr 2001:db8::53 meta l4proto { tcp, udp } th dport 53 accept\n\
+\t}\n\
+\n\
+\tchain forward {\n\
+\t\ttype filter hook forward priority filter; policy drop;\n\
+\t}\n\
+}\n";
+
+    #[test]
+    fn recognises_our_table_only() {
+        assert!(is_our_table(LISTING, "TAG"));
+        assert!(!is_our_table(LISTING, "OTHER"));
+        let extra = LISTING.replace(
+            "\tchain forward {",
+            "\tchain sneaky {\n\t}\n\tchain forward {",
+        );
+        assert!(!is_our_table(&extra, "TAG"));
+        let accept = LISTING.replace(
+            "output priority filter; policy drop",
+            "output priority filter; policy accept",
+        );
+        assert!(!is_our_table(&accept, "TAG"));
+    }
+
+    #[test]
+    fn nameservers_come_back_from_the_listing() {
+        let got: Vec<String> = nameservers_in_listing(LISTING)
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        assert_eq!(got, ["192.0.2.53", "192.0.2.54", "2001:db8::53"]);
+    }
+
+    #[test]
+    fn route_plans() {
+        let mut net = NetworkSection::default();
+        assert_eq!(route_plan(&net, &[]), RoutePlan::NoDefault);
+        net.mode = NetworkMode::Open;
+        assert_eq!(route_plan(&net, &[]), RoutePlan::Keep);
+        net.mode = NetworkMode::Allowlist;
+        net.allow = vec!["203.0.113.0/24:443".parse().unwrap()];
+        let ns: Vec<IpAddr> = vec!["127.0.0.11".parse().unwrap(), "192.0.2.53".parse().unwrap()];
+        assert_eq!(
+            route_plan(&net, &ns),
+            RoutePlan::Only(vec![
+                "203.0.113.0/24".parse().unwrap(),
+                "192.0.2.53/32".parse().unwrap()
+            ])
+        );
+    }
+}

@@ -297,7 +297,8 @@ pub struct NetworkSection {
     pub allow: Vec<AllowRule>,
     /// Also allow DNS to the resolvers in the container's own resolv.conf.
     pub dns: bool,
-    /// The `nft` binary the hook runs; searched in a fixed safe PATH if absent.
+    /// The `nft` binary the hook runs; when absent, searched in the hook's own
+    /// PATH (set in the hook entry from the creating process's PATH).
     pub nft: Option<PathBuf>,
 }
 
