@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Create/start/delete cycle time through vibe-shim against plain runc.
+#
+#   sudo packaging/bench-cycle.sh [CYCLES]      # default 100
+#
+# One busybox bundle per runtime, process `/bin/true`. Each cycle times
+# `create`, `start` and `delete -f` (which waits for the process and removes
+# the container), alternating which runtime goes first so neither profits
+# from warm caches. The config.json is restored before each cycle (outside
+# the timing), since vibe-shim rewrites it in place.
+#
+# Prints both medians, the ratio of the medians (target <= 1.05), the median
+# of the per-cycle ratios, and vibe-shim's peak RSS before it execs runc.
+#
+# Knobs: VIBE_SHIM_BIN (default target/release/vibe-shim), RUNC (default: runc
+# in PATH), BENCH_POLICY (default: the built-in policy, network mode "none",
+# so the network hook runs in every cycle).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CYCLES=${1:-100}
+SHIM=${VIBE_SHIM_BIN:-$REPO/target/release/vibe-shim}
+RUNC=${RUNC:-$(command -v runc || true)}
+
+[ "$(id -u)" = 0 ] || { echo "run as root: sudo $0" >&2; exit 1; }
+[ -x "$SHIM" ] || { echo "no vibe-shim at $SHIM: cargo build --release" >&2; exit 1; }
+[ -x "$RUNC" ] || { echo "no runc found (set RUNC=)" >&2; exit 1; }
+[ -x /bin/busybox ] || { echo "/bin/busybox missing: apt-get install busybox-static" >&2; exit 1; }
+if ! [[ $CYCLES =~ ^[1-9][0-9]*$ ]]; then
+    echo "CYCLES must be a positive number" >&2
+    exit 1
+fi
+
+WORK=$(mktemp -d /tmp/vibe-bench.XXXXXX)
+chmod 755 "$WORK"
+ROOT=$WORK/runc-root
+cleanup() {
+    local id
+    for id in $("$RUNC" --root "$ROOT" list -q 2>/dev/null); do
+        "$RUNC" --root "$ROOT" delete -f "$id" >/dev/null 2>&1 || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# A busybox-only rootfs shared by both bundles (read-only root).
+mkdir -p "$WORK/rootfs"/{bin,etc,proc,sys,dev,tmp,run,root}
+chmod 755 "$WORK/rootfs"
+cp /bin/busybox "$WORK/rootfs/bin/busybox"
+ln -s busybox "$WORK/rootfs/bin/true"
+ln -s busybox "$WORK/rootfs/bin/sh"
+
+(cd "$WORK" && "$RUNC" spec)
+jq --arg rootfs "$WORK/rootfs" \
+    '.root.path = $rootfs | .root.readonly = true
+     | .process.terminal = false | .process.args = ["/bin/true"]' \
+    "$WORK/config.json" >"$WORK/pristine.json"
+for b in runc shim; do
+    mkdir -p "$WORK/bundle-$b"
+    cp "$WORK/pristine.json" "$WORK/bundle-$b/config.json"
+done
+
+if [ -n "${BENCH_POLICY:-}" ]; then
+    POLICY=$BENCH_POLICY
+else
+    POLICY=$WORK/policy.toml
+    printf '[runtime]\npath = "%s"\n\n[audit]\npath = "%s"\n' "$RUNC" "$WORK/audit.jsonl" >"$POLICY"
+fi
+"$SHIM" policy check --config "$POLICY" >/dev/null
+
+# cycle KIND ID: times one cycle; sets LAST to "total create start delete",
+# each in microseconds.
+cycle() {
+    local kind=$1 id=$2 t0 t1 t2 t3
+    local -a cmd
+    if [ "$kind" = runc ]; then
+        cmd=("$RUNC" --root "$ROOT")
+    else
+        cmd=("$SHIM" --config "$POLICY" --root "$ROOT")
+    fi
+    cp "$WORK/pristine.json" "$WORK/bundle-$kind/config.json"
+    exec 3>>"$WORK/errors"
+    t0=$EPOCHREALTIME
+    "${cmd[@]}" create --bundle "$WORK/bundle-$kind" "$id" </dev/null >/dev/null 2>&3 &&
+        t1=$EPOCHREALTIME &&
+        "${cmd[@]}" start "$id" </dev/null >/dev/null 2>&3 &&
+        t2=$EPOCHREALTIME &&
+        "${cmd[@]}" delete -f "$id" </dev/null >/dev/null 2>&3
+    local rc=$?
+    t3=$EPOCHREALTIME
+    exec 3>&-
+    if [ "$rc" != 0 ]; then
+        echo "$kind cycle $id failed" >>"$WORK/errors"
+        return 1
+    fi
+    t0=${t0/./} t1=${t1/./} t2=${t2/./} t3=${t3/./}
+    LAST="$((t3 - t0)) $((t1 - t0)) $((t2 - t1)) $((t3 - t2))"
+}
+
+# run_pair I: one cycle of each runtime, order alternating with I.
+run_pair() {
+    local i=$1 kind
+    local -a order=(runc shim)
+    ((i % 2)) && order=(shim runc)
+    for kind in "${order[@]}"; do
+        cycle "$kind" "bench-$kind-$i" || return 1
+        echo "$kind $LAST"
+    done
+}
+
+echo "warming up (5 untimed cycles each)..." >&2
+for i in 1 2 3 4 5; do run_pair "$i" >/dev/null; done || {
+    echo "a warm-up cycle failed:" >&2
+    cat "$WORK/errors" >&2
+    exit 1
+}
+
+echo "timing $CYCLES cycles each, alternating..." >&2
+: >"$WORK/times"
+for ((i = 1; i <= CYCLES; i++)); do
+    run_pair "$i" >>"$WORK/times" || {
+        echo "cycle $i failed:" >&2
+        cat "$WORK/errors" >&2
+        exit 1
+    }
+done
+
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+runc_med=$(awk '$1 == "runc" { print $2 }' "$WORK/times" | median)
+shim_med=$(awk '$1 == "shim" { print $2 }' "$WORK/times" | median)
+phases() { # KIND: median create/start/delete in ms
+    local col out=""
+    for col in 3 4 5; do
+        out+=$(awk -v k="$1" -v c="$col" '$1 == k { print $c }' "$WORK/times" | median | awk '{ printf "%.2f ", $1 / 1000 }')
+    done
+    echo "$out"
+}
+read -r rc_create rc_start rc_delete <<<"$(phases runc)"
+read -r sh_create sh_start sh_delete <<<"$(phases shim)"
+# Per-cycle ratios: the n-th shim time over the n-th runc time.
+pair_med=$(paste <(awk '$1 == "shim" { print $2 }' "$WORK/times") \
+    <(awk '$1 == "runc" { print $2 }' "$WORK/times") |
+    awk '{ printf "%.6f\n", $1 / $2 }' | median)
+
+# Peak memory before exec. After execve the kernel keeps the larger of the
+# old and new high-water marks in ru_maxrss, so time(1) on a real create
+# reports max(vibe-shim, runc). Two views that isolate vibe-shim:
+#  - `policy explain`: the same read/parse/rewrite work, no exec at all;
+#  - a create whose "runc" is /bin/true (shown alone too, as the floor).
+rss() {
+    /usr/bin/time -o "$WORK/rss" -f %M "$@" </dev/null >/dev/null 2>&1 || true
+    tail -n 1 "$WORK/rss"
+}
+cp "$WORK/pristine.json" "$WORK/bundle-shim/config.json"
+rss_explain=$(rss "$SHIM" policy explain --bundle "$WORK/bundle-shim" --config "$POLICY")
+sed -e '/^\[runtime\]/,/^$/d' "$POLICY" >"$WORK/policy-true.toml"
+printf '\n[runtime]\npath = "/bin/true"\n' >>"$WORK/policy-true.toml"
+cp "$WORK/pristine.json" "$WORK/bundle-shim/config.json"
+rss_create=$(rss "$SHIM" --config "$WORK/policy-true.toml" --root "$ROOT" create --bundle "$WORK/bundle-shim" bench-rss)
+rss_true=$(rss /bin/true)
+rss_runc=$(rss "$RUNC" --version)
+
+awk -v n="$CYCLES" -v r="$runc_med" -v s="$shim_med" -v p="$pair_med" \
+    -v re="$rss_explain" -v rc="$rss_create" -v rt="$rss_true" -v rr="$rss_runc" \
+    -v cmd="sudo packaging/bench-cycle.sh $CYCLES" -v shim="$SHIM" -v runc="$RUNC" \
+    -v rp="create $rc_create / start $rc_start / delete $rc_delete" \
+    -v sp="create $sh_create / start $sh_start / delete $sh_delete" 'BEGIN {
+    printf "command:   %s\n", cmd
+    printf "runtimes:  %s vs %s\n", shim, runc
+    printf "cycle:     create + start + delete -f of a busybox bundle running /bin/true\n"
+    printf "runc       median %8.2f ms  (n=%d)\n", r / 1000, n
+    printf "vibe-shim  median %8.2f ms  (n=%d)\n", s / 1000, n
+    printf "phases, median ms: runc      %s\n", rp
+    printf "phases, median ms: vibe-shim %s\n", sp
+    printf "ratio of medians (vibe-shim / runc): %.3f  (target <= 1.05)\n", s / r
+    printf "median of per-cycle ratios:          %.3f\n", p
+    printf "vibe-shim added per cycle (median):  %.2f ms\n", (s - r) / 1000
+    printf "peak RSS, vibe-shim policy explain:            %6d KiB\n", re
+    printf "peak RSS, vibe-shim create exec-ing /bin/true: %6d KiB (floor: /bin/true alone %d KiB)\n", rc, rt
+    printf "peak RSS, runc --version (for scale):          %6d KiB\n", rr
+}'

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# vibe-shim quickstart, on a fresh Debian or Ubuntu machine:
+#
+#   sudo packaging/quickstart.sh          # install, register, run a hostile container
+#   sudo packaging/quickstart.sh --stop   # stop the private dockerd it may have started
+#
+# 1. installs the build and runtime dependencies (apt; rustup if no cargo)
+# 2. builds vibe-shim in release mode
+# 3. installs /usr/local/bin/vibe-shim and, unless one exists,
+#    /etc/vibe-shim/config.toml (the commented default policy)
+# 4. registers the `vibe-shim` runtime with a Docker daemon:
+#    - the system's, if one answers on /var/run/docker.sock: adds a "runtimes"
+#      entry to /etc/docker/daemon.json (backup kept) and reloads dockerd with
+#      SIGHUP, which keeps running containers;
+#    - otherwise a private dockerd (socket /run/vibe-quickstart/docker.sock,
+#      bridge vibeqs0), left running for you to try; --stop ends it.
+#    VIBE_QUICKSTART_DAEMON=private uses a private one even if a system
+#    daemon runs; =system refuses to start a private one.
+# 5. imports a busybox-only image (vibe-busybox:latest) with `docker import`
+# 6. runs a hostile container and shows from inside what was enforced
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+
+BIN=/usr/local/bin/vibe-shim
+CONFIG=/etc/vibe-shim/config.toml
+SYSTEM_SOCK=${VIBE_QUICKSTART_SYSTEM_SOCK:-/var/run/docker.sock}
+DAEMON_JSON=${VIBE_QUICKSTART_DAEMON_JSON:-/etc/docker/daemon.json}
+DAEMON_PID=${VIBE_QUICKSTART_DAEMON_PID:-/var/run/docker.pid}
+MODE=${VIBE_QUICKSTART_DAEMON:-auto}
+IMAGE=vibe-busybox:latest
+
+# The private daemon reuses the test env scripts with its own names, so it
+# never collides with the test dockerd or a system one.
+export VIBE_TEST_STATE=/run/vibe-quickstart
+export VIBE_TEST_DATA_ROOT=/var/lib/vibe-quickstart
+export VIBE_TEST_BRIDGE=vibeqs0
+export VIBE_TEST_BRIDGE_CIDR=172.30.98.1/24
+export VIBE_TEST_BRIDGE_CIDR6=fd42:7669:6265:2::/64
+export VIBE_TEST_POLICY_DIR=$VIBE_TEST_STATE/policies
+export VIBE_SHIM_BIN=$BIN
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() {
+    printf '$ %s\n' "$*" >&2
+    "$@"
+}
+die() {
+    printf 'quickstart: %s\n' "$*" >&2
+    exit 1
+}
+
+[ "$(id -u)" = 0 ] || die "run as root: sudo $0"
+
+if [ "${1:-}" = --stop ]; then
+    bash tests/env/down.sh
+    exit 0
+fi
+
+# ---- 1. dependencies ----------------------------------------------------------
+say "1/6 dependencies"
+PACKAGES=(docker.io runc busybox-static nftables tini libseccomp-dev pkg-config
+    build-essential iproute2 iptables jq ca-certificates curl)
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
+        missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    echo "all present: ${PACKAGES[*]}"
+fi
+for dir in "$HOME/.cargo/bin" /root/.cargo/bin; do
+    [ -x "$dir/cargo" ] && PATH=$dir:$PATH
+done
+if ! command -v cargo >/dev/null; then
+    # Debian's packaged rustc is older than the workspace's rust-version.
+    echo "installing a minimal Rust toolchain with rustup"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y -q --profile minimal
+    PATH=$HOME/.cargo/bin:$PATH
+fi
+
+# ---- 2. build -------------------------------------------------------------------
+say "2/6 build"
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+run cargo build --release -p vibe-shim
+
+# ---- 3. install -----------------------------------------------------------------
+say "3/6 install"
+run install -m 755 "$TARGET/release/vibe-shim" "$BIN"
+if [ -e "$CONFIG" ]; then
+    echo "keeping your existing $CONFIG (the shipped default is packaging/config.toml)"
+else
+    run install -D -m 644 packaging/config.toml "$CONFIG"
+fi
+run "$BIN" policy check --config "$CONFIG" >/dev/null
+echo "policy OK: $CONFIG"
+
+# ---- 4. register with a Docker daemon ------------------------------------------------
+say "4/6 register vibe-shim with Docker"
+system_up=0
+if [ "$MODE" != private ] && [ -S "$SYSTEM_SOCK" ] &&
+    timeout 10 docker -H "unix://$SYSTEM_SOCK" info >/dev/null 2>&1; then
+    system_up=1
+fi
+if [ "$system_up" = 1 ]; then
+    export DOCKER_HOST=unix://$SYSTEM_SOCK
+    echo "a Docker daemon answers on $SYSTEM_SOCK: registering vibe-shim there"
+    if docker info --format '{{json .Runtimes}}' | jq -e 'has("vibe-shim")' >/dev/null; then
+        echo "runtime vibe-shim is already registered; leaving $DAEMON_JSON alone"
+    else
+        entry=$(jq -n --arg p "$BIN" --arg c "$CONFIG" '{path: $p, runtimeArgs: ["--config", $c]}')
+        mkdir -p "$(dirname "$DAEMON_JSON")"
+        if [ -s "$DAEMON_JSON" ]; then
+            backup=$DAEMON_JSON.bak.$(date +%Y%m%d%H%M%S)
+            run cp -p "$DAEMON_JSON" "$backup"
+            jq --argjson e "$entry" '.runtimes["vibe-shim"] = $e' "$backup" >"$DAEMON_JSON.tmp" ||
+                die "$DAEMON_JSON is not valid JSON; not touching it"
+        else
+            jq -n --argjson e "$entry" '{runtimes: {"vibe-shim": $e}}' >"$DAEMON_JSON.tmp"
+        fi
+        mv "$DAEMON_JSON.tmp" "$DAEMON_JSON"
+        echo "added to $DAEMON_JSON:"
+        jq '.runtimes["vibe-shim"]' "$DAEMON_JSON"
+        # SIGHUP reloads "runtimes" without restarting dockerd or containers.
+        if command -v systemctl >/dev/null && systemctl is-active --quiet docker 2>/dev/null; then
+            run systemctl reload docker
+        elif [ -f "$DAEMON_PID" ]; then
+            run kill -HUP "$(cat "$DAEMON_PID")"
+        else
+            die "cannot find dockerd to reload ($DAEMON_PID missing): send it SIGHUP, then re-run"
+        fi
+        for _ in $(seq 1 20); do
+            docker info --format '{{json .Runtimes}}' | jq -e 'has("vibe-shim")' >/dev/null && break
+            sleep 0.5
+        done
+        docker info --format '{{json .Runtimes}}' | jq -e 'has("vibe-shim")' >/dev/null ||
+            die "dockerd did not pick up the runtime (does it read $DAEMON_JSON? see its log)"
+    fi
+    if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
+        say "5/6 import $IMAGE"
+        rootfs=$(mktemp -d)
+        chmod 755 "$rootfs"
+        (cd "$rootfs" && mkdir -p -m 755 bin etc proc sys dev run root && mkdir -m 1777 tmp)
+        cp /bin/busybox "$rootfs/bin/busybox"
+        for applet in $(/bin/busybox --list); do
+            [ "$applet" = busybox ] || ln -s busybox "$rootfs/bin/$applet"
+        done
+        tar --numeric-owner -C "$rootfs" -c . | docker import - "$IMAGE" >/dev/null
+        rm -rf "$rootfs"
+    else
+        say "5/6 $IMAGE already present"
+    fi
+    stop_hint="vibe-shim stays registered in $DAEMON_JSON (runtime \"vibe-shim\")"
+else
+    [ "$MODE" != system ] || die "no Docker daemon answers on $SYSTEM_SOCK"
+    echo "no system Docker daemon answers on $SYSTEM_SOCK: starting a private one"
+    mkdir -p "$VIBE_TEST_POLICY_DIR"
+    ln -sfn "$CONFIG" "$VIBE_TEST_POLICY_DIR/default.toml"
+    say "5/6 private dockerd + $IMAGE"
+    bash tests/env/up.sh
+    export DOCKER_HOST=unix://$VIBE_TEST_STATE/docker.sock
+    stop_hint="private dockerd left running: export DOCKER_HOST=$DOCKER_HOST to use it; stop it with: sudo $0 --stop"
+fi
+
+# ---- 6. a hostile container ------------------------------------------------------
+say "6/6 a hostile container through vibe-shim"
+echo "Everything a client can ask for at once, including the host's root filesystem:"
+hostile=(--rm --runtime=vibe-shim --privileged --cap-add ALL -u 0
+    -e GITHUB_TOKEN=x -e AWS_SECRET_ACCESS_KEY=y --pids-limit -1)
+set +e
+run docker run "${hostile[@]}" -v /:/host "$IMAGE" ls /host
+rc=$?
+set -e
+if [ "$rc" = 0 ]; then
+    die "the container with -v /:/host ran: vibe-shim did not refuse it"
+fi
+echo "=> refused (exit $rc): the bind of / is outside [[filesystem.bind]]; runc never ran."
+
+echo
+echo "The same flags without the bind run, confined. From inside the container:"
+# shellcheck disable=SC2016 # expanded inside the container
+inside='
+echo "--- /proc/self/status"; grep -E "^(CapEff|CapBnd|NoNewPrivs|Seccomp):" /proc/self/status
+echo "--- id";  id
+echo "--- env"; env | sort
+echo "--- write to /"; if touch /pwned 2>&1; then echo "WROTE /pwned"; fi
+echo "--- write to /tmp"; touch /tmp/ok && echo "ok: /tmp is writable"
+echo "--- mountinfo for /, /tmp and HOME ($HOME)"
+awk -v h="$HOME" "\$5 == \"/\" || \$5 == \"/tmp\" || \$5 == h" /proc/self/mountinfo
+echo "--- pids.max"; cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max
+'
+run docker run "${hostile[@]}" "$IMAGE" sh -c "$inside"
+
+cat <<EOF
+
+What that shows:
+  CapEff/CapBnd 0        --privileged and --cap-add ALL gave no capability
+  NoNewPrivs 1           setuid binaries cannot raise privileges
+  Seccomp 2              a seccomp filter is on despite --privileged
+  env                    GITHUB_TOKEN and AWS_SECRET_ACCESS_KEY were removed
+  write to /             refused: the root filesystem is read-only
+  pids.max               the policy's limit, not the unlimited -1 asked for
+
+Policy: $CONFIG (every key documented there; check it with: $BIN policy check)
+Audit log: see [audit] path in the policy (one JSON line per container and exec)
+$stop_hint
+EOF

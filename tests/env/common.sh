@@ -1,0 +1,36 @@
+# Shared settings for tests/env/up.sh and down.sh (sourced, not run).
+# Every path can be overridden from the environment; the defaults are chosen
+# not to clash with a system dockerd (/var/lib/docker, docker0, 172.17/16).
+# shellcheck shell=bash disable=SC2034
+
+STATE=${VIBE_TEST_STATE:-/run/vibe-test}
+DATA_ROOT=${VIBE_TEST_DATA_ROOT:-/var/lib/vibe-test}
+EXEC_ROOT=$STATE/exec
+ROOTFS=$STATE/busybox-rootfs
+BRIDGE=${VIBE_TEST_BRIDGE:-vibetest0}
+BRIDGE_CIDR=${VIBE_TEST_BRIDGE_CIDR:-172.30.99.1/24}
+# A ULA /64 of our own (the VM's eth0 already uses fd00::/64).
+BRIDGE_CIDR6=${VIBE_TEST_BRIDGE_CIDR6:-fd42:7669:6265:1::/64}
+BRIDGE_GW6=${BRIDGE_CIDR6%::/64}::1
+# Paths the test policies (tests/policies/*.toml) name literally.
+WORKTREES=/var/tmp/vibe-test/worktrees
+AUDIT_DIR=/var/log/vibe-test
+IMAGE=vibe-busybox:latest
+POLICY_DIR=${VIBE_TEST_POLICY_DIR:-$REPO/tests/policies}
+SHIM_BIN=${VIBE_SHIM_BIN:-$REPO/target/release/vibe-shim}
+
+log() { printf '[vibe-test] %s\n' "$*" >&2; }
+die() {
+    printf '[vibe-test] error: %s\n' "$*" >&2
+    exit 1
+}
+need_root() { [ "$(id -u)" = 0 ] || die "run as root (sudo $0)"; }
+
+# True when the pidfile names a live dockerd.
+dockerd_running() {
+    local pid
+    [ -f "$STATE/docker.pid" ] || return 1
+    pid=$(cat "$STATE/docker.pid" 2>/dev/null) || return 1
+    [ -n "$pid" ] && [ -d "/proc/$pid" ] &&
+        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# The whole test run, as CI does it (`bash .ci/run` calls this):
+#
+#   sudo tests/run.sh
+#
+# 1. apt: install what is missing (always refresh + install when CI=true)
+# 2. cargo build --release --workspace
+# 3. cargo fmt --check, cargo clippy -D warnings, unit + property tests,
+#    policy checks of the shipped configs, runc integration tests
+# 4. tests/env/up.sh: private dockerd, vibe-shim runtimes, busybox image
+# 5. the end-to-end suites against that dockerd
+# 6. tests/env/down.sh, always (EXIT trap), also when a step fails
+#
+# Every test step runs even if an earlier one failed, so one run shows all
+# failures; the build is the only step that stops the run. Exit status is
+# non-zero if any step failed. Knobs: VIBE_TEST_KEEP=1 leaves the test dockerd
+# running afterwards; VIBE_TEST_THREADS sets the e2e parallelism (default 4).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+
+if [ "$(id -u)" != 0 ]; then
+    echo "tests/run.sh: run as root: sudo tests/run.sh" >&2
+    exit 1
+fi
+
+export CI=${CI:-false}
+export DEBIAN_FRONTEND=noninteractive
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+export RUST_BACKTRACE=1
+# The repo's own target/ (a fresh clone in CI) unless CARGO_TARGET_DIR says
+# otherwise; the tests and up.sh find the shim through VIBE_SHIM_BIN.
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+export VIBE_SHIM_BIN=$TARGET/release/vibe-shim
+export REPO
+
+LOGDIR=$TARGET/test-logs
+START=$SECONDS
+declare -a SUMMARY=()
+FAILED=0
+ENV_UP=0
+
+summary() {
+    local rc=$? line
+    if [ "$ENV_UP" = 1 ]; then
+        if [ "${VIBE_TEST_KEEP:-0}" = 1 ]; then
+            echo "== test env left running (VIBE_TEST_KEEP=1); stop it with: sudo tests/env/down.sh"
+        else
+            echo "== stopping the test env"
+            bash tests/env/down.sh || rc=1
+        fi
+    fi
+    echo
+    echo "== summary"
+    for line in "${SUMMARY[@]}"; do echo "  $line"; done
+    local elapsed=$((SECONDS - START))
+    local counts=""
+    if compgen -G "$LOGDIR/*.log" >/dev/null; then
+        # Sum cargo's "test result:" lines over every test step.
+        counts=$(awk '/^test result:/ {
+                for (i = 1; i <= NF; i++) {
+                    if ($(i+1) ~ /^passed/) p += $i
+                    if ($(i+1) ~ /^failed/) f += $i
+                }
+            } END { printf "%d tests passed, %d failed", p, f }' "$LOGDIR"/*.log)
+    fi
+    if [ "$rc" = 0 ] && [ "$FAILED" = 0 ]; then
+        printf 'vibe-shim tests: PASS in %dm%02ds (%s)\n' $((elapsed / 60)) $((elapsed % 60)) "$counts"
+    else
+        printf 'vibe-shim tests: FAIL in %dm%02ds (%s; %d step(s) failed%s)\n' \
+            $((elapsed / 60)) $((elapsed % 60)) "$counts" "$FAILED" \
+            "$([ "$rc" = 0 ] || echo ", aborted with exit $rc")"
+        [ "$rc" != 0 ] || rc=1
+    fi
+    exit "$rc"
+}
+trap summary EXIT
+
+# step NAME CMD...: run, log to $LOGDIR/NAME.log, record PASS/FAIL and time.
+step() {
+    local name=$1 t0=$SECONDS rc=0
+    shift
+    echo
+    echo "== $name: $*"
+    "$@" 2>&1 | tee "$LOGDIR/$name.log" || rc=$?
+    local took=$((SECONDS - t0))
+    if [ "$rc" = 0 ]; then
+        SUMMARY+=("PASS  $name (${took}s)")
+    else
+        SUMMARY+=("FAIL  $name (${took}s, exit $rc; log: $LOGDIR/$name.log)")
+        FAILED=$((FAILED + 1))
+    fi
+    return "$rc"
+}
+
+# ---- 1. system packages -----------------------------------------------------
+PACKAGES=(
+    docker.io runc busybox-static nftables podman containerd tini
+    libseccomp-dev pkg-config build-essential iproute2 iptables jq time
+    ca-certificates curl git procps
+)
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
+        missing+=("$pkg")
+done
+if [ "$CI" = true ] || [ ${#missing[@]} -gt 0 ]; then
+    echo "== apt: installing ${missing[*]:-(CI: refreshing all)}"
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends \
+        -o Dpkg::Options::=--force-confold "${PACKAGES[@]}" >/dev/null
+fi
+
+# ---- Rust toolchain (rust-version 1.85: Debian's rustc is too old) ----------
+for dir in "$HOME/.cargo/bin" /root/.cargo/bin; do
+    [ -x "$dir/cargo" ] && PATH=$dir:$PATH
+done
+if ! command -v cargo >/dev/null; then
+    echo "== rustup: installing a minimal stable toolchain"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+        sh -s -- -y -q --profile minimal -c clippy,rustfmt
+    PATH=$HOME/.cargo/bin:$PATH
+fi
+export PATH
+mkdir -p "$LOGDIR"
+rm -f "$LOGDIR"/*.log
+echo "== $(cargo --version), $(rustc --version)"
+
+# ---- 2. build ----------------------------------------------------------------
+# Everything below uses the release profile, so dependencies compile once.
+step build cargo build --release --workspace || exit 1
+
+# ---- 3. static checks, unit/property tests, shipped configs, runc tests -----
+step fmt cargo fmt --all -- --check || true
+step clippy cargo clippy --workspace --all-targets -- -D warnings || true
+step unit cargo test --release --workspace --no-fail-fast || true
+
+check_configs() {
+    local shim=$VIBE_SHIM_BIN f out
+    for f in packaging/config.toml tests/policies/default.toml; do
+        echo "-- vibe-shim policy check --config $f"
+        "$shim" policy check --config "$f" >/dev/null || return 1
+    done
+    # The broken policy must be refused, naming the file and the bad key.
+    if out=$("$shim" policy check --config tests/policies/bad-syntax.toml 2>&1); then
+        echo "bad-syntax.toml was accepted" >&2
+        return 1
+    fi
+    echo "-- bad-syntax.toml refused: $out"
+    grep -q 'bad-syntax.toml' <<<"$out" && grep -q 'pid_limit' <<<"$out"
+}
+step configs check_configs || true
+
+# Paths the test policies name; the shim writes its audit log there.
+mkdir -p /var/log/vibe-test /var/tmp/vibe-test/worktrees
+
+# cargo test --test X fails on a missing file, so pass only suites that exist.
+suites() {
+    local name args=()
+    for name in "$@"; do
+        [ -f "tests/tests/$name.rs" ] && args+=(--test "$name")
+    done
+    echo "${args[@]}"
+}
+
+# Root-only integration tests that need no dockerd: every #[ignore]d test file
+# in a crate's tests/ dir (the e2e suites come after up.sh). One cargo run per
+# crate, one thread: they create namespaces and containers on the host.
+root_integration() {
+    local crate_dir=$1 pkg file args=()
+    pkg=$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$crate_dir/Cargo.toml" | head -n 1)
+    for file in "$crate_dir"/tests/*.rs; do
+        [ -f "$file" ] || continue
+        case $(basename "$file" .rs) in e2e_*) continue ;; esac
+        grep -q '#\[ignore' "$file" && args+=(--test "$(basename "$file" .rs)")
+    done
+    [ ${#args[@]} -gt 0 ] || return 0
+    step "integration-$pkg" cargo test --release --no-fail-fast -p "$pkg" "${args[@]}" \
+        -- --ignored --test-threads=1 || true
+}
+for crate_dir in policy shim hooks tests; do
+    [ -f "$crate_dir/Cargo.toml" ] && root_integration "$crate_dir"
+done
+
+# ---- 4. private dockerd with the vibe-shim runtimes ----------------------------
+ENV_UP=1
+step env-up bash tests/env/up.sh || exit 1
+set -a
+# shellcheck source=/dev/null
+. "${VIBE_TEST_STATE:-/run/vibe-test}/env"
+set +a
+
+# ---- 5. end-to-end suites ---------------------------------------------------
+THREADS=${VIBE_TEST_THREADS:-4}
+read -ra DOCKER_SUITES <<<"$(suites e2e_docker e2e_engines)"
+if [ ${#DOCKER_SUITES[@]} -gt 0 ]; then
+    step e2e cargo test --release --no-fail-fast -p vibe-shim-tests "${DOCKER_SUITES[@]}" \
+        -- --ignored --test-threads="$THREADS" || true
+fi
+# The network suite compares host routes/rulesets before and after, so it
+# runs alone.
+read -ra NET_SUITE <<<"$(suites e2e_network)"
+if [ ${#NET_SUITE[@]} -gt 0 ]; then
+    step e2e-network cargo test --release --no-fail-fast -p vibe-shim-tests "${NET_SUITE[@]}" \
+        -- --ignored --test-threads=1 || true
+fi
+
+# ---- 6. down.sh runs from the EXIT trap --------------------------------------
