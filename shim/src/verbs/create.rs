@@ -108,8 +108,10 @@ fn network_hook(config: &Path) -> Result<Value, CreateError> {
 }
 
 /// Replaces `path` with `doc`: a temp file in the same directory (same
-/// mode and owner as the original), fsync, rename. runc never sees a
-/// half-written spec, and a failure leaves the original in place.
+/// mode and owner as the original), then rename. runc never sees a
+/// half-written spec, and a failure leaves the original in place. No fsync:
+/// rename is atomic for every reader, and a bundle never outlives a crash
+/// (the engine recreates it), so durability would only cost create time.
 pub fn write_atomically(path: &Path, doc: &Value) -> Result<(), CreateError> {
     let fail = |source| CreateError::Write {
         path: path.display().to_string(),
@@ -133,7 +135,6 @@ pub fn write_atomically(path: &Path, doc: &Value) -> Result<(), CreateError> {
             std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()))?;
         }
         file.write_all(&bytes)?;
-        file.sync_all()?;
         std::fs::rename(&tmp, path)
     };
     write().map_err(|e| {
