@@ -107,9 +107,10 @@ fn validate_spec(spec: &Value) -> Result<(), Denial> {
         })
 }
 
-/// Rewrites a bundle's `config.json` for create, run and restore.
+/// Rewrites a bundle's `config.json` for create, run and restore. Takes the
+/// spec by value: the rewrite edits it in place rather than copying it.
 pub fn enforce_create(
-    spec: &Value,
+    spec: Value,
     policy: &Policy,
     host: &dyn HostView,
     ctx: &CreateContext,
@@ -135,7 +136,7 @@ pub fn enforce_process(
         create: None,
         process_field: "",
     };
-    run_chain(process, &cx, PROCESS_RULES, None)
+    run_chain(process.clone(), &cx, PROCESS_RULES, None)
 }
 
 /// Rewrites the resources of `runc update` (`--resources` JSON).
@@ -151,7 +152,7 @@ pub fn enforce_update(
         process_field: "",
     };
     run_chain(
-        resources,
+        resources.clone(),
         &cx,
         &[rules::pids::apply_update, rules::devices::apply_update],
         None,
@@ -159,7 +160,7 @@ pub fn enforce_update(
 }
 
 fn run_chain(
-    input: &Value,
+    mut document: Value,
     cx: &RuleContext,
     chain: &[SpecRule],
     validate: Option<Validator>,
@@ -169,16 +170,15 @@ fn run_chain(
         denial,
         changes: rec.changes,
     };
-    if !input.is_object() {
-        let denial = Denial::new("spec", "/", input.to_string(), "expected a JSON object");
+    if !document.is_object() {
+        let denial = Denial::new("spec", "/", document.to_string(), "expected a JSON object");
         return Err(refuse(denial, rec));
     }
     if let Some(validate) = validate {
-        if let Err(denial) = validate(input) {
+        if let Err(denial) = validate(&document) {
             return Err(refuse(denial, rec));
         }
     }
-    let mut document = input.clone();
     for rule in chain {
         if let Err(denial) = rule(&mut document, cx, &mut rec) {
             return Err(refuse(denial, rec));

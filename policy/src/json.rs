@@ -60,6 +60,9 @@ pub fn strings(value: Option<&Value>) -> Vec<String> {
 /// (never above `/`). Used where the path is inside the container and so
 /// cannot be canonicalised on the host.
 pub fn clean_path(path: &str) -> String {
+    if is_clean(path) {
+        return path.to_string();
+    }
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
         match part {
@@ -73,6 +76,31 @@ pub fn clean_path(path: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// Whether the clean absolute path `path` is `dir` or lies beneath it,
+/// compared by whole components (`/tmpx` is not under `/tmp`). Both
+/// arguments must already be clean (see [`clean_path`]).
+pub fn clean_path_within(path: &str, dir: &str) -> bool {
+    if dir == "/" {
+        return path.starts_with('/');
+    }
+    match path.strip_prefix(dir) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+/// Whether `clean_path` would return `path` unchanged: the common case for
+/// engine-written specs, checked without allocating.
+fn is_clean(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    rest.is_empty()
+        || rest
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +111,19 @@ mod tests {
         assert_eq!(clean_path("//proc/./self/../1/fd/"), "/proc/1/fd");
         assert_eq!(clean_path("/../.."), "/");
         assert_eq!(clean_path("tmp/x"), "/tmp/x");
+        assert_eq!(clean_path("/"), "/");
+        assert_eq!(clean_path("/etc/hosts"), "/etc/hosts");
+        assert_eq!(clean_path("/etc/"), "/etc");
+        assert_eq!(clean_path("/a/.b/..c"), "/a/.b/..c");
+    }
+
+    #[test]
+    fn within_compares_whole_components() {
+        assert!(clean_path_within("/tmp/x", "/tmp"));
+        assert!(clean_path_within("/tmp", "/tmp"));
+        assert!(!clean_path_within("/tmpx", "/tmp"));
+        assert!(clean_path_within("/anything", "/"));
+        assert!(!clean_path_within("/", "/tmp"));
     }
 
     #[test]

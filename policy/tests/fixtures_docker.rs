@@ -113,7 +113,7 @@ fn create(spec: &Value) -> Result<Rewrite, Refusal> {
         network_hook: Some(network_hook()),
         runtime_path: PathBuf::from("/usr/sbin/runc"),
     };
-    enforce_create(spec, &policy(), &host(), &ctx)
+    enforce_create(spec.clone(), &policy(), &host(), &ctx)
 }
 
 fn strings(value: &Value) -> Vec<&str> {

@@ -391,7 +391,7 @@ fn ctx() -> CreateContext {
 /// The property for one case; `Ok(true)` when the spec was accepted.
 fn check(spec: &Value, variant: u8) -> Result<bool, TestCaseError> {
     let policy = policy(variant);
-    match enforce_create(spec, &policy, &host(), &ctx()) {
+    match enforce_create(spec.clone(), &policy, &host(), &ctx()) {
         Err(_) => Ok(false),
         Ok(rewrite) => {
             let broken = violations(&rewrite.document, &policy);
@@ -513,7 +513,7 @@ fn every_docker_fixture_is_refused_or_complies() {
         };
         for variant in 0..3 {
             let policy = policy(variant);
-            if let Ok(rewrite) = enforce_create(&spec, &policy, &host(), &ctx) {
+            if let Ok(rewrite) = enforce_create(spec.clone(), &policy, &host(), &ctx) {
                 let broken = violations(&rewrite.document, &policy);
                 assert!(broken.is_empty(), "{name} variant {variant}: {broken:#?}");
             }

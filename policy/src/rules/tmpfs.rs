@@ -3,13 +3,11 @@
 //! `filesystem.tmpfs` directory gets a fresh private tmpfs, replacing any
 //! mount the client put at exactly that place.
 
-use std::path::Path;
-
 use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::{array_at, clean_path};
+use crate::json::{array_at, clean_path, clean_path_within};
 use crate::rules::kernel_mounts::{add_option, destination, edit_options, is_tmpfs, remove_option};
 
 const RULE: &str = "tmpfs";
@@ -19,20 +17,13 @@ const RULE: &str = "tmpfs";
 /// podman's `/run/.containerenv` or a worktree bound under `/tmp` stays
 /// visible); otherwise at the end.
 pub(crate) fn insert_position(mounts: &[Value], dir: &str) -> usize {
-    let dir = Path::new(dir);
-    let start = mounts
+    let dests: Vec<String> = mounts.iter().map(destination).collect();
+    let start = dests
         .iter()
-        .rposition(|m| {
-            let dest = destination(m);
-            Path::new(&dest) != dir && dir.starts_with(&dest)
-        })
+        .rposition(|dest| dest != dir && clean_path_within(dir, dest))
         .map_or(0, |i| i + 1);
-    (start..mounts.len())
-        .find(|&i| {
-            let dest = destination(&mounts[i]);
-            let dest = Path::new(&dest);
-            dest != dir && dest.starts_with(dir)
-        })
+    (start..dests.len())
+        .find(|&i| dests[i] != dir && clean_path_within(&dests[i], dir))
         .unwrap_or(mounts.len())
 }
 

@@ -77,7 +77,7 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
         network_hook: Some(hook),
         runtime_path: ctx.runtime.clone(),
     };
-    let result = enforce_create(&spec, &ctx.policy, &ctx.host, &create).and_then(|rewrite| {
+    let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|rewrite| {
         write_atomically(&spec_path, &rewrite.document)
             .map_err(|e| refusal(e.denial("config.json", &spec_path)))?;
         Ok((args.to_vec(), rewrite.changes))

@@ -84,7 +84,7 @@ fn explain(
         config.display(),
         bundle.display()
     );
-    let (changes, verdict, ok) = match enforce_create(&spec, policy, &RealHost::new(), &ctx) {
+    let (changes, verdict, ok) = match enforce_create(spec, policy, &RealHost::new(), &ctx) {
         Ok(Rewrite { changes, .. }) => (changes, "allowed".to_string(), true),
         Err(refusal) => (
             refusal.changes,
