@@ -13,8 +13,10 @@ use serde_json::Value;
 
 use crate::config::{normalise_capability, BindMode, HomeMode, Policy};
 use crate::json::{clean_path, str_field, strings};
+use crate::rules::binds::ENGINE_FILES;
 use crate::rules::devices::{is_safe_device, PTS_MAJOR, SAFE_DEVICES};
 use crate::rules::masked_paths::{MASKED_PATHS, READONLY_PATHS};
+use crate::rules::sysctls::SAFE_SYSCTLS;
 
 /// The five capability sets of an OCI process.
 const CAPABILITY_SETS: &[&str] = &[
@@ -28,27 +30,6 @@ const CAPABILITY_SETS: &[&str] = &[
 const REQUIRED_NAMESPACES: &[&str] = &["pid", "ipc", "uts", "mount", "network", "cgroup"];
 /// Namespaces that may not be joined by path at all.
 const NEVER_JOINED: &[&str] = &["pid", "ipc", "mount"];
-/// The Kubernetes Pod Security Standards "safe" sysctls.
-pub const SAFE_SYSCTLS: &[&str] = &[
-    "kernel.shm_rmid_forced",
-    "net.ipv4.ip_local_port_range",
-    "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range",
-    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-];
-/// Engine per-container files: destination and the source's file name.
-const ENGINE_FILES: &[(&str, &str)] = &[
-    ("/etc/resolv.conf", "resolv.conf"),
-    ("/etc/hostname", "hostname"),
-    ("/etc/hosts", "hosts"),
-    ("/dev/shm", "shm"),
-    ("/run/.containerenv", ".containerenv"),
-];
 const KERNEL_TYPES: &[&str] = &["proc", "sysfs", "cgroup", "cgroup2", "mqueue", "devpts"];
 const LEAKY_PROPAGATION: &[&str] = &["shared", "rshared", "slave", "rslave"];
 

@@ -447,97 +447,36 @@ impl TestPolicy {
 
     /// Parses the flat subset of TOML the test policies use: `[section]`,
     /// `[[filesystem.bind]]`, and `key = string|int|bool|[strings]`.
+    /// Reads the policy with vibe-shim's own parser, so the tests judge
+    /// containers against exactly what the shim enforces.
     pub fn parse(text: &str, path: &Path) -> TestPolicy {
-        let mut p = TestPolicy {
+        let policy = vibe_policy::Policy::from_toml_str(text, path)
+            .unwrap_or_else(|e| panic!("test policy does not parse: {e}"));
+        let fs = &policy.filesystem;
+        TestPolicy {
             path: path.to_path_buf(),
-            runtime_path: None,
-            readonly_root: true,
-            tmpfs: vec!["/tmp".into(), "/run".into()],
-            home_tmpfs: true,
-            binds: Vec::new(),
-            capabilities: Vec::new(),
-            no_new_privileges: true,
-            pids_limit: 512,
-            user: None,
-            env_allow: [
-                "PATH",
-                "HOME",
-                "TERM",
-                "LANG",
-                "LC_*",
-                "TZ",
-                "HOSTNAME",
-                "ANTHROPIC_API_KEY",
-                "ANTHROPIC_BASE_URL",
-                "OPENAI_API_KEY",
-                "OPENAI_BASE_URL",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-        };
-        let mut section = String::new();
-        let mut pending = String::new();
-        for raw in text.lines() {
-            let line = strip_comment(raw);
-            let line = line.trim();
-            if pending.is_empty() && line.is_empty() {
-                continue;
-            }
-            if pending.is_empty() && line.starts_with('[') && !line.contains('=') {
-                section = line
-                    .trim_matches(|c| c == '[' || c == ']')
-                    .trim()
-                    .to_string();
-                if section == "filesystem.bind" {
-                    p.binds.push((String::new(), true));
-                }
-                continue;
-            }
-            pending.push_str(line);
-            pending.push(' ');
-            // A multi-line array continues until its brackets balance.
-            if pending.matches('[').count() > pending.matches(']').count() {
-                continue;
-            }
-            let stmt = std::mem::take(&mut pending);
-            let Some((key, value)) = stmt.split_once('=') else {
-                continue;
-            };
-            let (key, value) = (key.trim(), value.trim());
-            match (section.as_str(), key) {
-                ("runtime", "path") => p.runtime_path = Some(unquote(value)),
-                ("filesystem", "readonly_root") => p.readonly_root = value == "true",
-                ("filesystem", "tmpfs") => p.tmpfs = string_array(value),
-                ("filesystem", "home") => p.home_tmpfs = unquote(value) == "tmpfs",
-                ("filesystem.bind", "source") => {
-                    if let Some(last) = p.binds.last_mut() {
-                        last.0 = unquote(value);
-                    }
-                }
-                ("filesystem.bind", "mode") => {
-                    if let Some(last) = p.binds.last_mut() {
-                        last.1 = unquote(value) != "ro";
-                    }
-                }
-                ("process", "capabilities") => p.capabilities = string_array(value),
-                ("process", "no_new_privileges") => p.no_new_privileges = value == "true",
-                ("process", "pids_limit") => {
-                    p.pids_limit = value.parse().unwrap_or_else(|_| {
-                        panic!("{}: pids_limit {value:?} not a number", path.display())
-                    })
-                }
-                ("process", "user") => {
-                    let u = unquote(value);
-                    p.user = u
-                        .split_once(':')
-                        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)));
-                }
-                ("process", "env_allow") => p.env_allow = string_array(value),
-                _ => {}
-            }
+            runtime_path: policy
+                .runtime
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string()),
+            readonly_root: fs.readonly_root,
+            tmpfs: fs.tmpfs.iter().map(|d| d.display().to_string()).collect(),
+            home_tmpfs: fs.home == vibe_policy::config::HomeMode::Tmpfs,
+            binds: fs
+                .bind
+                .iter()
+                .map(|b| {
+                    let rw = b.mode == vibe_policy::config::BindMode::Rw;
+                    (b.source.display().to_string(), rw)
+                })
+                .collect(),
+            capabilities: policy.process.capabilities.clone(),
+            no_new_privileges: policy.process.no_new_privileges,
+            pids_limit: policy.process.pids_limit,
+            user: policy.process.forced_user(),
+            env_allow: policy.process.env_allow.clone(),
         }
-        p
     }
 
     pub fn env_allowed(&self, name: &str) -> bool {
@@ -566,32 +505,6 @@ impl TestPolicy {
             mask | (1u64 << bit)
         })
     }
-}
-
-fn strip_comment(line: &str) -> &str {
-    let mut in_str = false;
-    for (i, c) in line.char_indices() {
-        match c {
-            '"' => in_str = !in_str,
-            '#' if !in_str => return &line[..i],
-            _ => {}
-        }
-    }
-    line
-}
-
-fn unquote(v: &str) -> String {
-    v.trim().trim_matches('"').trim_matches('\'').to_string()
-}
-
-fn string_array(v: &str) -> Vec<String> {
-    v.trim()
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .split(',')
-        .map(unquote)
-        .filter(|s| !s.is_empty())
-        .collect()
 }
 
 /// Linux capability numbers (include/uapi/linux/capability.h).

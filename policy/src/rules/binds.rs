@@ -24,7 +24,7 @@ const RULE: &str = "binds";
 /// Destinations the engine fills from its own per-container directory, with
 /// the file name the source must have (Docker: `<data-root>/containers/<id>/hosts`,
 /// `.../<id>/mounts/shm`; podman: `.../overlay-containers/<id>/userdata/hosts`).
-const ENGINE_FILES: &[(&str, &str)] = &[
+pub(crate) const ENGINE_FILES: &[(&str, &str)] = &[
     ("/etc/resolv.conf", "resolv.conf"),
     ("/etc/hostname", "hostname"),
     ("/etc/hosts", "hosts"),

@@ -10,7 +10,7 @@ use crate::engine::RuleContext;
 const RULE: &str = "sysctls";
 
 /// Kubernetes PSS "safe" sysctls (baseline profile, as of Kubernetes 1.29).
-const SAFE_SYSCTLS: [&str; 10] = [
+pub const SAFE_SYSCTLS: &[&str] = &[
     "kernel.shm_rmid_forced",
     "net.ipv4.ip_local_port_range",
     "net.ipv4.ip_unprivileged_port_start",
