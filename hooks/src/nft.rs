@@ -80,14 +80,25 @@ fn run(nft: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, NftErro
         .stderr(Stdio::piped())
         .spawn()
         .map_err(spawn_err)?;
+    let mut truncated = false;
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes()).map_err(spawn_err)?;
+        // An nft that exits before reading all its input closes the pipe:
+        // its exit status and stderr, not EPIPE, say why.
+        match pipe.write_all(text.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => truncated = true,
+            Err(e) => return Err(spawn_err(e)),
+            Ok(()) => {}
+        }
     }
     let out = child.wait_with_output().map_err(spawn_err)?;
-    if out.status.success() {
+    // Success without reading the whole batch is not success.
+    if out.status.success() && !truncated {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if truncated {
+        stderr.push_str(" (exited before reading the whole batch)");
+    }
     Err(NftError::Failed {
         path: nft.to_path_buf(),
         status: out.status.to_string(),
