@@ -44,20 +44,10 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
 mod tests {
     use super::*;
     use crate::config::Policy;
-    use crate::host::FakeHost;
     use serde_json::json;
 
     fn run(process: &mut Value) -> Record {
-        let (policy, host) = (Policy::default(), FakeHost::new());
-        let cx = RuleContext {
-            policy: &policy,
-            host: &host,
-            create: None,
-            process_field: "/process",
-        };
-        let mut rec = Record::default();
-        apply(process, &cx, &mut rec).unwrap();
-        rec
+        crate::rules::run_rule(apply, process, &Policy::default()).unwrap()
     }
 
     #[test]

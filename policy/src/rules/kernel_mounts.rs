@@ -123,20 +123,10 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
 mod tests {
     use super::*;
     use crate::config::Policy;
-    use crate::host::FakeHost;
     use serde_json::json;
 
     fn run(spec: &mut Value) -> Result<Record, Denial> {
-        let policy = Policy::default();
-        let host = FakeHost::new();
-        let cx = RuleContext {
-            policy: &policy,
-            host: &host,
-            create: None,
-            process_field: "/process",
-        };
-        let mut rec = Record::default();
-        apply(spec, &cx, &mut rec).map(|_| rec)
+        crate::rules::run_rule(apply, spec, &Policy::default())
     }
 
     fn options_at(spec: &Value, dest: &str) -> Vec<String> {

@@ -65,21 +65,10 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
 mod tests {
     use super::*;
     use crate::config::Policy;
-    use crate::host::FakeHost;
     use serde_json::json;
 
     fn run(spec: &mut Value) -> Record {
-        let policy = Policy::default();
-        let host = FakeHost::new();
-        let cx = RuleContext {
-            policy: &policy,
-            host: &host,
-            create: None,
-            process_field: "/process",
-        };
-        let mut rec = Record::default();
-        apply(spec, &cx, &mut rec).unwrap();
-        rec
+        crate::rules::run_rule(apply, spec, &Policy::default()).unwrap()
     }
 
     fn fixture(text: &str) -> Value {

@@ -21,3 +21,22 @@ pub mod seccomp;
 pub mod sysctls;
 pub mod tmpfs;
 pub mod user;
+
+/// Test helper: runs one rule with `policy` on a fresh [`crate::FakeHost`],
+/// without a create context, and returns what it recorded.
+#[cfg(test)]
+pub(crate) fn run_rule(
+    rule: crate::engine::SpecRule,
+    doc: &mut serde_json::Value,
+    policy: &crate::Policy,
+) -> Result<crate::Record, crate::Denial> {
+    let host = crate::FakeHost::new();
+    let cx = crate::engine::RuleContext {
+        policy,
+        host: &host,
+        create: None,
+        process_field: "/process",
+    };
+    let mut rec = crate::Record::default();
+    rule(doc, &cx, &mut rec).map(|()| rec)
+}

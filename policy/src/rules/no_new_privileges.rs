@@ -27,20 +27,10 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
 mod tests {
     use super::*;
     use crate::config::Policy;
-    use crate::host::FakeHost;
     use serde_json::json;
 
     fn run(process: &mut Value, policy: &Policy) -> Record {
-        let host = FakeHost::new();
-        let cx = RuleContext {
-            policy,
-            host: &host,
-            create: None,
-            process_field: "/process",
-        };
-        let mut rec = Record::default();
-        apply(process, &cx, &mut rec).unwrap();
-        rec
+        crate::rules::run_rule(apply, process, policy).unwrap()
     }
 
     #[test]

@@ -53,20 +53,10 @@ fn pointer_escape(segment: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::Policy;
-    use crate::host::FakeHost;
     use serde_json::json;
 
     fn run(spec: &mut Value) -> Record {
-        let (policy, host) = (Policy::default(), FakeHost::new());
-        let cx = RuleContext {
-            policy: &policy,
-            host: &host,
-            create: None,
-            process_field: "/process",
-        };
-        let mut rec = Record::default();
-        apply(spec, &cx, &mut rec).unwrap();
-        rec
+        crate::rules::run_rule(apply, spec, &Policy::default()).unwrap()
     }
 
     #[test]

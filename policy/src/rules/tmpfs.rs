@@ -82,20 +82,10 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
 mod tests {
     use super::*;
     use crate::config::Policy;
-    use crate::host::FakeHost;
     use crate::json::strings;
 
     fn run(spec: &mut Value, policy: &Policy) -> Record {
-        let host = FakeHost::new();
-        let cx = RuleContext {
-            policy,
-            host: &host,
-            create: None,
-            process_field: "/process",
-        };
-        let mut rec = Record::default();
-        apply(spec, &cx, &mut rec).unwrap();
-        rec
+        crate::rules::run_rule(apply, spec, policy).unwrap()
     }
 
     fn destinations(spec: &Value) -> Vec<String> {
