@@ -33,19 +33,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("uts-host", "namespaces", "uts"),
 ];
 
-const SAFE_SYSCTLS: &[&str] = &[
-    "kernel.shm_rmid_forced",
-    "net.ipv4.ip_local_port_range",
-    "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range",
-    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-];
-
 fn read(name: &str) -> Value {
     let path = Path::new(FIXTURES).join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
@@ -166,7 +153,10 @@ fn assert_confined(spec: &Value, case: &str) {
 
     if let Some(sysctls) = linux["sysctl"].as_object() {
         for name in sysctls.keys() {
-            assert!(SAFE_SYSCTLS.contains(&name.as_str()), "{case}: {name}");
+            assert!(
+                vibe_policy::rules::sysctls::SAFE_SYSCTLS.contains(&name.as_str()),
+                "{case}: {name}"
+            );
         }
     }
 

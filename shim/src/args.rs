@@ -366,6 +366,13 @@ pub fn flag_value<'a>(items: &'a [Item], wanted: &str) -> Option<&'a OsString> {
 }
 
 /// The first positional argument (the container id for most verbs).
+/// Every occurrence of the flag `wanted` (its long name) among scanned items.
+pub fn flags_named<'a>(items: &'a [Item], wanted: &'a str) -> impl Iterator<Item = &'a Item> + 'a {
+    items
+        .iter()
+        .filter(move |item| matches!(item, Item::Flag { name, .. } if name == wanted))
+}
+
 pub fn first_positional(items: &[Item]) -> Option<&OsString> {
     items.iter().find_map(|item| match item {
         Item::Positional { value, .. } => Some(value),

@@ -207,6 +207,9 @@ pub const METADATA_HOST: &str = "169.254.169.254";
 pub const PUBLIC_HOST6: &str = "2001:db8:5::5";
 pub const UNLISTED_HOST6: &str = "2001:db8:6::6";
 pub const ULA_HOST6: &str = "fd42:dead:beef::5";
+/// The IPv4 test hosts every lab carries, and the public IPv6 ones.
+const TEST_HOSTS_V4: [&str; 4] = [PUBLIC_HOST, UNLISTED_HOST, PRIVATE_HOST, METADATA_HOST];
+const TEST_HOSTS_V6: [&str; 2] = [PUBLIC_HOST6, UNLISTED_HOST6];
 
 impl Lab {
     /// `tag` keeps parallel tests apart (namespace names stay < 16 chars).
@@ -222,20 +225,11 @@ impl Lab {
     pub fn new_detached(tag: &str) -> Lab {
         let mut provider = Netns::new(&format!("vsP{tag}"));
         let container = Netns::new(&format!("vsC{tag}"));
-        for host in [
-            "203.0.113.5/32",
-            "203.0.113.6/32",
-            "10.213.7.5/32",
-            "169.254.169.254/32",
-        ] {
-            provider.ip(&["addr", "add", host, "dev", "lo"]);
+        for host in TEST_HOSTS_V4 {
+            provider.ip(&["addr", "add", &format!("{host}/32"), "dev", "lo"]);
         }
-        for host in [
-            "2001:db8:5::5/128",
-            "2001:db8:6::6/128",
-            "fd42:dead:beef::5/128",
-        ] {
-            provider.ip(&["-6", "addr", "add", host, "dev", "lo"]);
+        for host in TEST_HOSTS_V6.into_iter().chain([ULA_HOST6]) {
+            provider.ip(&["-6", "addr", "add", &format!("{host}/128"), "dev", "lo"]);
         }
         provider.tcp_server(8080);
         provider.tcp_server(8081);
@@ -356,14 +350,8 @@ impl World {
         ns.ip(&["link", "set", "eth0", "up"]);
         ns.ip(&["route", "add", "default", "via", "198.51.100.253"]);
         ns.ip(&["-6", "route", "add", "default", "via", "2001:db8:ff::1"]);
-        for host in [
-            "203.0.113.5/32",
-            "203.0.113.6/32",
-            "10.213.7.5/32",
-            "169.254.169.254/32",
-        ] {
-            ns.ip(&["addr", "add", host, "dev", "lo"]);
-            let dst = host.trim_end_matches("/32");
+        for dst in TEST_HOSTS_V4 {
+            ns.ip(&["addr", "add", &format!("{dst}/32"), "dev", "lo"]);
             must(&[
                 "ip",
                 "route",
@@ -375,9 +363,8 @@ impl World {
                 WORLD_TABLE,
             ]);
         }
-        for host in ["2001:db8:5::5/128", "2001:db8:6::6/128"] {
-            ns.ip(&["-6", "addr", "add", host, "dev", "lo"]);
-            let dst = host.trim_end_matches("/128");
+        for dst in TEST_HOSTS_V6 {
+            ns.ip(&["-6", "addr", "add", &format!("{dst}/128"), "dev", "lo"]);
             must(&[
                 "ip",
                 "-6",

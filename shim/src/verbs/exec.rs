@@ -10,7 +10,7 @@ use vibe_policy::config::normalise_capability;
 use vibe_policy::{enforce_process, Change, Denial, Policy, Record};
 
 use super::{lossy, min_private_fd, refusal, Ctx, Outcome};
-use crate::args::{first_positional, flag_value, scan_verb, Edits, Item, EXEC_FLAGS};
+use crate::args::{first_positional, flag_value, flags_named, scan_verb, Edits, Item, EXEC_FLAGS};
 use crate::private_file::sealed_memfd;
 
 pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
@@ -50,12 +50,6 @@ fn rewrite(
     rewrite_flags(&ctx.policy, items, &mut edits, &mut record);
     changes.extend(record.changes);
     Ok((edits.apply(args), changes))
-}
-
-fn flags_named<'a>(items: &'a [Item], wanted: &'a str) -> impl Iterator<Item = &'a Item> + 'a {
-    items
-        .iter()
-        .filter(move |item| matches!(item, Item::Flag { name, .. } if name == wanted))
 }
 
 fn flag_item_value(item: &Item) -> Option<OsString> {
