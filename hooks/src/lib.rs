@@ -1,12 +1,16 @@
 //! vibe-shim's network confinement (issue 4): an OCI `createRuntime` hook
 //! that installs the `inet vibe_shim` nftables table and prunes routes inside
 //! the container's network namespace, plus the re-check done before `start`.
+//! Both talk to nf_tables over netlink in process; only an admin-configured
+//! `nft` binary makes the hook run a process.
 //!
 //! Everything that changes the system runs on a dedicated thread that has
 //! entered the container's network namespace; the calling thread (and so the
 //! host namespace) is only ever read.
 
+pub mod nfnetlink;
 pub mod nft;
+pub mod nftables;
 pub mod routes;
 pub mod ruleset;
 pub mod state;
@@ -20,6 +24,7 @@ use ipnet::IpNet;
 use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_policy::engine::NETWORK_HOOK_MARKER;
 
+use crate::nfnetlink::NetlinkError;
 use crate::nft::NftError;
 use crate::routes::RouteError;
 use crate::ruleset::HostFacts;
@@ -55,6 +60,8 @@ pub enum HookError {
     HostAddresses(RouteError),
     #[error(transparent)]
     Nft(#[from] NftError),
+    #[error("nftables: {0}")]
+    Netlink(#[from] NetlinkError),
     #[error(transparent)]
     Routes(#[from] RouteError),
     #[error(
@@ -95,7 +102,7 @@ pub fn hook_entry(shim_exe: &Path, config: &Path) -> serde_json::Value {
 pub fn run_network_hook(state_json: &[u8], net: &NetworkSection) -> Result<(), HookError> {
     let state = ContainerState::parse(state_json)?;
     let netns = open_container_netns(state.pid)?;
-    let nft = nft::find_nft(net.nft.as_deref(), std::env::var_os("PATH"))?;
+    let nft = net.nft.as_deref().map(nft::check_executable).transpose()?;
     let facts = HostFacts {
         nameservers: if net.dns {
             container_nameservers(&state.bundle)?
@@ -108,10 +115,14 @@ pub fn run_network_hook(state_json: &[u8], net: &NetworkSection) -> Result<(), H
             Vec::new()
         },
     };
-    let batch = ruleset::ruleset(net, &facts);
     let plan = route_plan(net, &facts.nameservers);
+    let rules = ruleset::output_rules(net, &facts);
+    let text = nft.as_ref().map(|_| ruleset::ruleset(net, &facts));
     in_netns(netns, move || {
-        nft::apply(&nft, &batch)?;
+        match (nft, text) {
+            (Some(nft), Some(text)) => nft::apply(&nft, &text)?,
+            _ => nftables::apply(&rules)?,
+        }
         route_work(plan)
     })
 }
@@ -121,17 +132,16 @@ pub fn run_network_hook(state_json: &[u8], net: &NetworkSection) -> Result<(), H
 /// interfaces and default route after `runc create`.
 pub fn check_before_start(pid: i32, net: &NetworkSection) -> Result<(), HookError> {
     let netns = open_container_netns(pid)?;
-    let nft = nft::find_nft(net.nft.as_deref(), std::env::var_os("PATH"))?;
     let expected = ruleset::policy_tag(net);
     let net = net.clone();
     in_netns(netns, move || {
-        let listing = nft::list_table(&nft)?.ok_or(HookError::TableMissing)?;
-        if !is_our_table(&listing, &expected) {
+        let table = nftables::read_table()?.ok_or(HookError::TableMissing)?;
+        if !table.is_ours(&expected) {
             return Err(HookError::TableForeign { expected });
         }
         // The resolvers the hook allowed are in the table itself.
         let nameservers = if net.dns {
-            nameservers_in_listing(&listing)
+            table.dns_resolvers()
         } else {
             Vec::new()
         };
@@ -261,37 +271,6 @@ fn route_work(plan: RoutePlan) -> Result<(), HookError> {
     })?)
 }
 
-/// Our tag, both base chains with policy drop, and nothing else (no chain or
-/// set that an earlier table of the same name could have left behind).
-fn is_our_table(listing: &str, tag: &str) -> bool {
-    let chains: Vec<&str> = listing
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("chain "))
-        .map(|rest| rest.trim_end_matches('{').trim())
-        .collect();
-    let has_set = listing
-        .lines()
-        .any(|l| l.trim().starts_with("set ") || l.trim().starts_with("map "));
-    chains == ["output", "forward"]
-        && !has_set
-        && listing.contains(&format!("comment \"{tag}\""))
-        && listing.contains("hook output priority filter; policy drop;")
-        && listing.contains("hook forward priority filter; policy drop;")
-}
-
-/// The resolvers in the DNS accept rules of a listed table.
-fn nameservers_in_listing(listing: &str) -> Vec<IpAddr> {
-    listing
-        .lines()
-        .filter(|l| l.contains("dport 53 accept"))
-        .flat_map(|l| {
-            l.split(|c: char| c.is_whitespace() || c == ',' || c == '{' || c == '}')
-                .filter_map(|w| w.parse::<IpAddr>().ok())
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,45 +293,6 @@ mod tests {
         assert_eq!(entry["timeout"], 10);
         let env = entry["env"][0].as_str().unwrap();
         assert!(env.starts_with("PATH=/"), "{env}");
-    }
-
-    const LISTING: &str = "table inet vibe_shim {\n\
-\tchain output {\n\
-\t\ttype filter hook output priority filter; policy drop;\n\
-\t\tmeta oiftype loopback accept\n\
-\t\tct state established,related accept comment \"TAG\"\n\
-\t\tip daddr { 192.0.2.53, 192.0.2.54 } meta l4proto { tcp, udp } th dport 53 accept\n\
-\t\tip6 daddr 2001:db8::53 meta l4proto { tcp, udp } th dport 53 accept\n\
-\t}\n\
-\n\
-\tchain forward {\n\
-\t\ttype filter hook forward priority filter; policy drop;\n\
-\t}\n\
-}\n";
-
-    #[test]
-    fn recognises_our_table_only() {
-        assert!(is_our_table(LISTING, "TAG"));
-        assert!(!is_our_table(LISTING, "OTHER"));
-        let extra = LISTING.replace(
-            "\tchain forward {",
-            "\tchain sneaky {\n\t}\n\tchain forward {",
-        );
-        assert!(!is_our_table(&extra, "TAG"));
-        let accept = LISTING.replace(
-            "output priority filter; policy drop",
-            "output priority filter; policy accept",
-        );
-        assert!(!is_our_table(&accept, "TAG"));
-    }
-
-    #[test]
-    fn nameservers_come_back_from_the_listing() {
-        let got: Vec<String> = nameservers_in_listing(LISTING)
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
-        assert_eq!(got, ["192.0.2.53", "192.0.2.54", "2001:db8::53"]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! Running the `nft` binary. The caller runs these on the thread that entered
-//! the container's network namespace: a child inherits that thread's netns.
+//! Running the `nft` binary, for an admin who set `[network] nft` (the
+//! default is netlink in process, `nftables.rs`). The caller runs this on the
+//! thread that entered the container's network namespace: a child inherits
+//! that thread's netns.
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -11,8 +12,6 @@ use std::process::{Command, Stdio};
 pub enum NftError {
     #[error("nft not found: {0} is not an executable file")]
     NotExecutable(PathBuf),
-    #[error("nft not found in PATH ({0}); set [network] nft in the policy")]
-    NotInPath(String),
     #[error("cannot run {path}: {source}")]
     Spawn {
         path: PathBuf,
@@ -26,22 +25,13 @@ pub enum NftError {
     },
 }
 
-/// `configured` (the policy's `nft`) if set, else the first `nft` in `path`
-/// (the hook's own PATH). No other directories are tried.
-pub fn find_nft(configured: Option<&Path>, path: Option<OsString>) -> Result<PathBuf, NftError> {
-    if let Some(p) = configured {
-        return if is_executable(p) {
-            Ok(p.to_path_buf())
-        } else {
-            Err(NftError::NotExecutable(p.to_path_buf()))
-        };
+/// The configured `nft` must be an executable file; no search, no fallback.
+pub fn check_executable(configured: &Path) -> Result<PathBuf, NftError> {
+    if is_executable(configured) {
+        Ok(configured.to_path_buf())
+    } else {
+        Err(NftError::NotExecutable(configured.to_path_buf()))
     }
-    let path = path.unwrap_or_default();
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join("nft"))
-        .find(|candidate| is_executable(candidate))
-        .ok_or_else(|| NftError::NotInPath(path.to_string_lossy().into_owned()))
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -51,17 +41,6 @@ fn is_executable(path: &Path) -> bool {
 /// `nft -f -` with `batch` on stdin: one transaction.
 pub fn apply(nft: &Path, batch: &str) -> Result<(), NftError> {
     run(nft, &["-f", "-"], Some(batch)).map(|_| ())
-}
-
-/// `nft list table inet vibe_shim`; `Ok(None)` when the table does not exist.
-pub fn list_table(nft: &Path) -> Result<Option<String>, NftError> {
-    match run(nft, &["list", "table", "inet", "vibe_shim"], None) {
-        Ok(text) => Ok(Some(text)),
-        Err(NftError::Failed { stderr, .. }) if stderr.contains("No such file or directory") => {
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
 }
 
 fn run(nft: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, NftError> {
@@ -113,29 +92,15 @@ mod tests {
 
     #[test]
     fn configured_path_must_be_executable() {
-        let err = find_nft(Some(Path::new("/nonexistent/nft")), None).unwrap_err();
+        let err = check_executable(Path::new("/nonexistent/nft")).unwrap_err();
         assert_eq!(
             err.to_string(),
             "nft not found: /nonexistent/nft is not an executable file"
         );
         assert_eq!(
-            find_nft(Some(Path::new("/bin/sh")), None).unwrap(),
+            check_executable(Path::new("/bin/sh")).unwrap(),
             Path::new("/bin/sh")
         );
-    }
-
-    #[test]
-    fn searches_only_the_given_path() {
-        let err = find_nft(None, Some("/nonexistent:/also-not".into())).unwrap_err();
-        assert!(err.to_string().contains("/nonexistent:/also-not"), "{err}");
-        assert!(find_nft(None, None).is_err());
-        let dir = std::env::temp_dir().join(format!("vibe-hooks-nft-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let fake = dir.join("nft");
-        std::fs::write(&fake, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = format!("relative:/nonexistent:{}", dir.display());
-        assert_eq!(find_nft(None, Some(path.into())).unwrap(), fake);
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(check_executable(Path::new("/etc")).is_err());
     }
 }

@@ -1,14 +1,20 @@
-//! The nftables text for `inet vibe_shim`, as a pure function of the policy
-//! and the host facts the hook collected. Nothing here touches the system.
+//! The rules of `inet vibe_shim`, as a pure function of the policy and the
+//! host facts the hook collected. Nothing here touches the system.
+//!
+//! The rules are a small structured model ([`Rule`]): `nftables.rs` encodes
+//! it as netlink messages, and [`ruleset`] renders it as `nft -f` text for an
+//! admin who configured an `nft` binary. Both forms list identically under
+//! `nft list table inet vibe_shim` (a root test checks this). Every rule is a
+//! plain match list: no sets, so the start-time check can read the table
+//! back without decoding set elements.
 //!
 //! The batch ensures the table exists, flushes its rules, then defines its
-//! chains and rules: `nft -f` applies a file as one transaction, so any old
-//! ruleset is replaced atomically and there is never a moment without the
-//! wall. Flushing instead of deleting the table matters for speed: deleting
-//! base chains unregisters netfilter hooks, which waits for an RCU grace
-//! period (measured 16 ms against 7.6 ms per `nft -f` on the dev VM).
+//! chains and rules, as one transaction: any old ruleset is replaced
+//! atomically and there is never a moment without the wall. Flushing instead
+//! of deleting the table matters for speed: deleting base chains unregisters
+//! netfilter hooks, which waits for an RCU grace period.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -17,9 +23,11 @@ use vibe_policy::config::{AllowRule, NetworkMode, NetworkSection, Protocol};
 /// Family and name of the one table the hook owns.
 pub const TABLE: &str = "inet vibe_shim";
 
+/// The table's name alone (the family is `inet`).
+pub const TABLE_NAME: &str = "vibe_shim";
+
 /// Docker's embedded DNS server, reached over lo after Docker's DNAT.
 pub const DOCKER_EMBEDDED_DNS: &str = "127.0.0.11";
-
 /// IPv4 destinations that are never "the internet" (open mode drops them).
 pub const PRIVATE_V4: &[&str] = &[
     "0.0.0.0/8",
@@ -60,8 +68,59 @@ pub struct HostFacts {
     pub host_addrs: Vec<IpAddr>,
 }
 
-/// A short fingerprint of the network policy, stored as the table's comment
-/// so the start-time check can tell our table from a look-alike.
+/// One condition of a rule. All of a rule's matches must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    /// `ip daddr NET` / `ip6 daddr NET` (the family follows the address).
+    Daddr(IpNet),
+    /// `meta l4proto tcp`, or `tcp dport LO[-HI]` with ports.
+    Transport {
+        protocol: Protocol,
+        ports: Option<(u16, u16)>,
+    },
+    /// `icmpv6 type TYPE`.
+    Icmpv6Type(u8),
+    /// `meta oiftype loopback`: by device type, since every namespace has lo.
+    OifLoopback,
+    /// `ct state established,related`.
+    EstablishedOrRelated,
+}
+
+/// What a matching packet gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Accept,
+    Drop,
+    /// Fails a blocked connect at once instead of after a timeout.
+    RejectAdminProhibited,
+}
+
+/// One rule of the output chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub matches: Vec<Match>,
+    pub verdict: Verdict,
+    pub comment: Option<String>,
+}
+
+impl Rule {
+    fn new(matches: Vec<Match>, verdict: Verdict) -> Rule {
+        Rule {
+            matches,
+            verdict,
+            comment: None,
+        }
+    }
+}
+
+/// ICMPv6 neighbour discovery, which IPv6 needs to reach even an allowed
+/// neighbour; it never leaves the link (hop limit 255) and carries no payload.
+pub const ND_ROUTER_SOLICIT: u8 = 133;
+pub const ND_NEIGHBOR_SOLICIT: u8 = 135;
+pub const ND_NEIGHBOR_ADVERT: u8 = 136;
+
+/// A short fingerprint of the network policy, stored as a rule comment so
+/// the start-time check can tell our table from a look-alike.
 pub fn policy_tag(net: &NetworkSection) -> String {
     let mode = match net.mode {
         NetworkMode::None => "none",
@@ -77,10 +136,97 @@ pub fn policy_tag(net: &NetworkSection) -> String {
     format!("vibe-shim policy {hash:016x}")
 }
 
+/// The output chain's rules for this policy, in order.
+pub fn output_rules(net: &NetworkSection, facts: &HostFacts) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    if !net.dns {
+        // Before the loopback accept: this address is only reached over lo.
+        let embedded = IpNet::from(IpAddr::from([127, 0, 0, 11]));
+        rules.push(Rule::new(vec![Match::Daddr(embedded)], Verdict::Drop));
+    }
+    rules.push(Rule::new(vec![Match::OifLoopback], Verdict::Accept));
+    // Replies to connections that came in (published ports, docker exec).
+    // The comment marks the table as ours and names the policy: a rule
+    // comment, because a table's comment cannot change once it exists.
+    rules.push(Rule {
+        comment: Some(policy_tag(net)),
+        ..Rule::new(vec![Match::EstablishedOrRelated], Verdict::Accept)
+    });
+    if net.mode == NetworkMode::None {
+        rules.push(Rule::new(Vec::new(), Verdict::RejectAdminProhibited));
+        return rules;
+    }
+    for icmp_type in [ND_ROUTER_SOLICIT, ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT] {
+        rules.push(Rule::new(
+            vec![Match::Icmpv6Type(icmp_type)],
+            Verdict::Accept,
+        ));
+    }
+    if net.dns {
+        rules.extend(dns_rules(&facts.nameservers));
+    }
+    match net.mode {
+        NetworkMode::Allowlist => {
+            rules.extend(net.allow.iter().map(allow_rule));
+            rules.push(Rule::new(Vec::new(), Verdict::RejectAdminProhibited));
+        }
+        NetworkMode::Open => {
+            for dest in private_destinations(&facts.host_addrs) {
+                rules.push(Rule::new(vec![Match::Daddr(dest)], Verdict::Drop));
+            }
+            rules.push(Rule::new(Vec::new(), Verdict::Accept));
+        }
+        NetworkMode::None => {}
+    }
+    rules
+}
+
+/// Accepts DNS (both transports) to each non-loopback resolver. Loopback
+/// resolvers (127.0.0.11, 127.0.0.53) are reached over lo anyway.
+fn dns_rules(nameservers: &[IpAddr]) -> Vec<Rule> {
+    let mut seen: Vec<IpAddr> = Vec::new();
+    for ns in nameservers.iter().filter(|a| !a.is_loopback()) {
+        if !seen.contains(ns) {
+            seen.push(*ns);
+        }
+    }
+    // IPv4 first, as resolv.conf order within each family.
+    seen.sort_by_key(|a| a.is_ipv6());
+    let mut rules = Vec::new();
+    for ns in seen {
+        for protocol in [Protocol::Udp, Protocol::Tcp] {
+            rules.push(Rule::new(
+                vec![
+                    Match::Daddr(IpNet::from(ns)),
+                    Match::Transport {
+                        protocol,
+                        ports: Some((53, 53)),
+                    },
+                ],
+                Verdict::Accept,
+            ));
+        }
+    }
+    rules
+}
+
+fn allow_rule(rule: &AllowRule) -> Rule {
+    Rule::new(
+        vec![
+            Match::Daddr(rule.net),
+            // No port: every port, still only the entry's protocol.
+            Match::Transport {
+                protocol: rule.protocol,
+                ports: rule.ports,
+            },
+        ],
+        Verdict::Accept,
+    )
+}
+
 /// The full `nft -f -` batch for this policy.
 pub fn ruleset(net: &NetworkSection, facts: &HostFacts) -> String {
     let mut out = String::new();
-    let rules = output_rules(net, facts);
     let _ = writeln!(out, "add table {TABLE}");
     let _ = writeln!(out, "flush table {TABLE}");
     let _ = writeln!(out, "table {TABLE} {{");
@@ -89,7 +235,7 @@ pub fn ruleset(net: &NetworkSection, facts: &HostFacts) -> String {
         out,
         "\t\ttype filter hook output priority filter; policy drop;"
     );
-    for rule in rules {
+    for rule in output_rules(net, facts) {
         let _ = writeln!(out, "\t\t{rule}");
     }
     let _ = writeln!(out, "\t}}");
@@ -103,92 +249,57 @@ pub fn ruleset(net: &NetworkSection, facts: &HostFacts) -> String {
     out
 }
 
-fn output_rules(net: &NetworkSection, facts: &HostFacts) -> Vec<String> {
-    let mut rules = Vec::new();
-    if !net.dns {
-        // Before the loopback accept: this address is only reached over lo.
-        rules.push(format!("ip daddr {DOCKER_EMBEDDED_DNS} drop"));
-    }
-    // Loopback by device type, not name: lo exists in every namespace.
-    rules.push("meta oiftype loopback accept".to_string());
-    // Replies to connections that came in (published ports, docker exec).
-    // The comment marks the table as ours and names the policy: a rule
-    // comment, because a table's comment cannot change once it exists.
-    rules.push(format!(
-        "ct state established,related accept comment \"{}\"",
-        policy_tag(net)
-    ));
-    if net.mode == NetworkMode::None {
-        rules.push(REJECT.to_string());
-        return rules;
-    }
-    // IPv6 cannot reach even an allowed neighbour without these; they never
-    // leave the link (hop limit 255) and carry no payload.
-    rules.push(
-        "icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } accept"
+/// nft's own syntax, in the form `nft list` prints it back.
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = self.matches.iter().map(Match::to_string).collect();
+        parts.push(
+            match self.verdict {
+                Verdict::Accept => "accept",
+                Verdict::Drop => "drop",
+                Verdict::RejectAdminProhibited => "reject with icmpx admin-prohibited",
+            }
             .to_string(),
-    );
-    if net.dns {
-        rules.extend(dns_rules(&facts.nameservers));
-    }
-    match net.mode {
-        NetworkMode::Allowlist => {
-            rules.extend(net.allow.iter().map(allow_rule));
-            rules.push(REJECT.to_string());
+        );
+        if let Some(comment) = &self.comment {
+            parts.push(format!("comment \"{comment}\""));
         }
-        NetworkMode::Open => {
-            let (v4, v6) = private_destinations(&facts.host_addrs);
-            rules.push(format!("ip daddr {{ {} }} drop", v4.join(", ")));
-            rules.push(format!("ip6 daddr {{ {} }} drop", v6.join(", ")));
-            rules.push("accept".to_string());
-        }
-        NetworkMode::None => {}
+        f.write_str(&parts.join(" "))
     }
-    rules
 }
 
-/// Fails a blocked connect at once instead of after a timeout.
-const REJECT: &str = "reject with icmpx type admin-prohibited";
-
-fn dns_rules(nameservers: &[IpAddr]) -> Vec<String> {
-    // Loopback resolvers (127.0.0.11, 127.0.0.53) are reached over lo anyway.
-    let mut v4: Vec<String> = Vec::new();
-    let mut v6: Vec<String> = Vec::new();
-    for ns in nameservers.iter().filter(|a| !a.is_loopback()) {
-        let list = if ns.is_ipv4() { &mut v4 } else { &mut v6 };
-        let text = ns.to_string();
-        if !list.contains(&text) {
-            list.push(text);
+impl fmt::Display for Match {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Match::Daddr(net) => {
+                let family = if matches!(net, IpNet::V4(_)) {
+                    "ip"
+                } else {
+                    "ip6"
+                };
+                write!(f, "{family} daddr {}", net_text(net))
+            }
+            Match::Transport { protocol, ports } => {
+                let proto = match protocol {
+                    Protocol::Tcp => "tcp",
+                    Protocol::Udp => "udp",
+                };
+                match ports {
+                    Some((lo, hi)) if lo == hi => write!(f, "{proto} dport {lo}"),
+                    Some((lo, hi)) => write!(f, "{proto} dport {lo}-{hi}"),
+                    None => write!(f, "meta l4proto {proto}"),
+                }
+            }
+            Match::Icmpv6Type(t) => match *t {
+                ND_ROUTER_SOLICIT => f.write_str("icmpv6 type nd-router-solicit"),
+                ND_NEIGHBOR_SOLICIT => f.write_str("icmpv6 type nd-neighbor-solicit"),
+                ND_NEIGHBOR_ADVERT => f.write_str("icmpv6 type nd-neighbor-advert"),
+                other => write!(f, "icmpv6 type {other}"),
+            },
+            Match::OifLoopback => f.write_str("meta oiftype loopback"),
+            Match::EstablishedOrRelated => f.write_str("ct state established,related"),
         }
     }
-    let mut rules = Vec::new();
-    for (family, list) in [("ip", v4), ("ip6", v6)] {
-        if !list.is_empty() {
-            rules.push(format!(
-                "{family} daddr {} meta l4proto {{ tcp, udp }} th dport 53 accept",
-                set_or_single(&list)
-            ));
-        }
-    }
-    rules
-}
-
-fn allow_rule(rule: &AllowRule) -> String {
-    let family = match rule.net {
-        IpNet::V4(_) => "ip",
-        IpNet::V6(_) => "ip6",
-    };
-    let proto = match rule.protocol {
-        Protocol::Tcp => "tcp",
-        Protocol::Udp => "udp",
-    };
-    let ports = match rule.ports {
-        Some((lo, hi)) if lo == hi => format!("{proto} dport {lo}"),
-        Some((lo, hi)) => format!("{proto} dport {lo}-{hi}"),
-        // No port: every port, still only the entry's protocol.
-        None => format!("meta l4proto {proto}"),
-    };
-    format!("{family} daddr {} {ports} accept", net_text(&rule.net))
 }
 
 /// A single address prints bare; a real prefix keeps its length.
@@ -200,16 +311,9 @@ fn net_text(net: &IpNet) -> String {
     }
 }
 
-fn set_or_single(items: &[String]) -> String {
-    match items {
-        [one] => one.clone(),
-        many => format!("{{ {} }}", many.join(", ")),
-    }
-}
-
 /// The fixed private ranges plus every host address, without entries that a
-/// wider one already covers (nft refuses overlapping intervals in a set).
-fn private_destinations(host_addrs: &[IpAddr]) -> (Vec<String>, Vec<String>) {
+/// wider one already covers (one rule each would be dead weight).
+fn private_destinations(host_addrs: &[IpAddr]) -> Vec<IpNet> {
     let fixed = PRIVATE_V4.iter().chain(PRIVATE_V6.iter());
     let mut nets: Vec<IpNet> = fixed.filter_map(|s| s.parse().ok()).collect();
     nets.extend(host_addrs.iter().map(|a| IpNet::from(*a)));
@@ -223,13 +327,9 @@ fn private_destinations(host_addrs: &[IpAddr]) -> (Vec<String>, Vec<String>) {
             kept.push(*net);
         }
     }
-    let text = |v4: bool| {
-        kept.iter()
-            .filter(|n| matches!(n, IpNet::V4(_)) == v4)
-            .map(net_text)
-            .collect::<Vec<_>>()
-    };
-    (text(true), text(false))
+    // IPv4 first, each family in policy order.
+    kept.sort_by_key(|n| matches!(n, IpNet::V6(_)));
+    kept
 }
 
 #[cfg(test)]
@@ -249,6 +349,13 @@ mod tests {
         list.iter().map(|a| a.parse().unwrap()).collect()
     }
 
+    fn texts(net: &NetworkSection, facts: &HostFacts) -> Vec<String> {
+        output_rules(net, facts)
+            .iter()
+            .map(Rule::to_string)
+            .collect()
+    }
+
     const HEAD: &str = "add table inet vibe_shim\n\
 flush table inet vibe_shim\n\
 table inet vibe_shim {\n";
@@ -260,6 +367,12 @@ table inet vibe_shim {\n";
         )
     }
 
+    const ND: [&str; 3] = [
+        "icmpv6 type nd-router-solicit accept",
+        "icmpv6 type nd-neighbor-solicit accept",
+        "icmpv6 type nd-neighbor-advert accept",
+    ];
+
     #[test]
     fn none_mode_golden() {
         let net = section(NetworkMode::None, &[], false);
@@ -270,7 +383,7 @@ table inet vibe_shim {\n";
 \t\tip daddr 127.0.0.11 drop\n\
 \t\tmeta oiftype loopback accept\n\
 \t\tct state established,related accept comment \"{}\"\n\
-\t\treject with icmpx type admin-prohibited\n\
+\t\treject with icmpx admin-prohibited\n\
 \t}}\n\
 \tchain forward {{\n\
 \t\ttype filter hook forward priority filter; policy drop;\n\
@@ -305,26 +418,35 @@ table inet vibe_shim {\n";
             true,
         );
         let facts = HostFacts {
-            nameservers: addrs(&["127.0.0.11", "192.0.2.53", "192.0.2.54", "2001:db8::53"]),
+            nameservers: addrs(&[
+                "127.0.0.11",
+                "2001:db8::53",
+                "192.0.2.53",
+                "192.0.2.54",
+                "192.0.2.53",
+            ]),
             host_addrs: addrs(&["203.0.113.9"]),
         };
-        let rules: Vec<String> = output_rules(&net, &facts);
-        assert_eq!(
-            rules,
+        let mut expected = vec!["meta oiftype loopback accept".to_string(), ct(&net)];
+        expected.extend(ND.map(String::from));
+        expected.extend(
             [
-                "meta oiftype loopback accept",
-                &ct(&net),
-                "icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } accept",
-                "ip daddr { 192.0.2.53, 192.0.2.54 } meta l4proto { tcp, udp } th dport 53 accept",
-                "ip6 daddr 2001:db8::53 meta l4proto { tcp, udp } th dport 53 accept",
+                "ip daddr 192.0.2.53 udp dport 53 accept",
+                "ip daddr 192.0.2.53 tcp dport 53 accept",
+                "ip daddr 192.0.2.54 udp dport 53 accept",
+                "ip daddr 192.0.2.54 tcp dport 53 accept",
+                "ip6 daddr 2001:db8::53 udp dport 53 accept",
+                "ip6 daddr 2001:db8::53 tcp dport 53 accept",
                 "ip daddr 192.0.2.10 meta l4proto tcp accept",
                 "ip daddr 198.51.100.0/24 tcp dport 443 accept",
                 "ip daddr 203.0.113.5 udp dport 8000-8100 accept",
                 "ip6 daddr 2001:db8::5 tcp dport 8080 accept",
                 "ip6 daddr 2001:db8:1::/48 meta l4proto tcp accept",
-                "reject with icmpx type admin-prohibited",
+                "reject with icmpx admin-prohibited",
             ]
+            .map(String::from),
         );
+        assert_eq!(texts(&net, &facts), expected);
     }
 
     #[test]
@@ -345,8 +467,8 @@ table inet vibe_shim {\n";
         let net = section(NetworkMode::Open, &[], false);
         let facts = HostFacts {
             nameservers: vec![],
-            // 10.0.2.15 and 172.17.0.1 are inside fixed ranges and must not
-            // be listed twice (nft rejects overlapping set intervals).
+            // 10.0.2.15 and 172.17.0.1 are inside fixed ranges and need no
+            // rule of their own.
             host_addrs: addrs(&[
                 "10.0.2.15",
                 "172.17.0.1",
@@ -357,22 +479,45 @@ table inet vibe_shim {\n";
                 "::1",
             ]),
         };
-        let rules = output_rules(&net, &facts);
-        assert_eq!(
-            rules,
-            [
-                "ip daddr 127.0.0.11 drop",
-                "meta oiftype loopback accept",
-                &ct(&net),
-                "icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } accept",
-                "ip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, \
-172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4, \
-198.51.100.7 } drop",
-                "ip6 daddr { ::, ::1, ::ffff:0.0.0.0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, \
-2002::/16, fc00::/7, fe80::/10, ff00::/8, 2001:db8::7 } drop",
-                "accept",
-            ]
-        );
+        let mut expected = vec![
+            "ip daddr 127.0.0.11 drop".to_string(),
+            "meta oiftype loopback accept".to_string(),
+            ct(&net),
+        ];
+        expected.extend(ND.map(String::from));
+        for dest in [
+            "0.0.0.0/8",
+            "10.0.0.0/8",
+            "100.64.0.0/10",
+            "127.0.0.0/8",
+            "169.254.0.0/16",
+            "172.16.0.0/12",
+            "192.0.0.0/24",
+            "192.168.0.0/16",
+            "198.18.0.0/15",
+            "224.0.0.0/4",
+            "240.0.0.0/4",
+            "198.51.100.7",
+        ] {
+            expected.push(format!("ip daddr {dest} drop"));
+        }
+        for dest in [
+            "::",
+            "::1",
+            "::ffff:0.0.0.0/96",
+            "64:ff9b::/96",
+            "64:ff9b:1::/48",
+            "2001::/32",
+            "2002::/16",
+            "fc00::/7",
+            "fe80::/10",
+            "ff00::/8",
+            "2001:db8::7",
+        ] {
+            expected.push(format!("ip6 daddr {dest} drop"));
+        }
+        expected.push("accept".into());
+        assert_eq!(texts(&net, &facts), expected);
     }
 
     #[test]
@@ -391,7 +536,7 @@ table inet vibe_shim {\n";
             nameservers: addrs(&["10.0.0.2"]),
             host_addrs: vec![],
         };
-        let rules = output_rules(&net, &facts);
+        let rules = texts(&net, &facts);
         let dns = rules.iter().position(|r| r.contains("10.0.0.2")).unwrap();
         let drop = rules.iter().position(|r| r.contains("10.0.0.0/8")).unwrap();
         assert!(dns < drop);

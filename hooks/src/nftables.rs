@@ -1,0 +1,702 @@
+//! The `inet vibe_shim` table over netlink, in process: the batch that
+//! installs [`crate::ruleset`]'s rules, and a read-back of the table for the
+//! start-time check. Each rule is encoded the way `nft` 1.0 encodes the same
+//! text (see `nft --debug=netlink`), so `nft list` prints both alike.
+//! Numbers are from the kernel's uapi header linux/netfilter/nf_tables.h.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use nix::errno::Errno;
+use vibe_policy::config::Protocol;
+
+use crate::nfnetlink::{
+    attr_str, attr_u32_be, attribute, attributes, MessageWriter, NetfilterSocket, NetlinkError,
+    Reply, NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_DUMP,
+};
+use crate::ruleset::{Match, Rule, Verdict, TABLE_NAME};
+
+const NFPROTO_INET: u8 = 1;
+const NFPROTO_IPV4: u8 = 2;
+const NFPROTO_IPV6: u8 = 10;
+
+const NFT_MSG_NEWTABLE: u16 = 0;
+const NFT_MSG_GETTABLE: u16 = 1;
+const NFT_MSG_NEWCHAIN: u16 = 3;
+const NFT_MSG_GETCHAIN: u16 = 4;
+const NFT_MSG_NEWRULE: u16 = 6;
+const NFT_MSG_GETRULE: u16 = 7;
+const NFT_MSG_DELRULE: u16 = 8;
+const NFT_MSG_GETSET: u16 = 10;
+
+const NFTA_TABLE_NAME: u16 = 1;
+const NFTA_CHAIN_TABLE: u16 = 1;
+const NFTA_CHAIN_NAME: u16 = 3;
+const NFTA_CHAIN_HOOK: u16 = 4;
+const NFTA_CHAIN_POLICY: u16 = 5;
+const NFTA_CHAIN_TYPE: u16 = 7;
+const NFTA_HOOK_HOOKNUM: u16 = 1;
+const NFTA_HOOK_PRIORITY: u16 = 2;
+const NFTA_RULE_TABLE: u16 = 1;
+const NFTA_RULE_CHAIN: u16 = 2;
+const NFTA_RULE_EXPRESSIONS: u16 = 4;
+const NFTA_RULE_USERDATA: u16 = 7;
+const NFTA_SET_TABLE: u16 = 1;
+const NFTA_LIST_ELEM: u16 = 1;
+const NFTA_EXPR_NAME: u16 = 1;
+const NFTA_EXPR_DATA: u16 = 2;
+const NFTA_DATA_VALUE: u16 = 1;
+const NFTA_DATA_VERDICT: u16 = 2;
+const NFTA_VERDICT_CODE: u16 = 1;
+
+/// Netfilter hook numbers (NF_INET_*).
+pub const HOOK_FORWARD: u32 = 2;
+pub const HOOK_LOCAL_OUT: u32 = 3;
+/// Verdict codes (NF_DROP, NF_ACCEPT).
+const NF_DROP: u32 = 0;
+const NF_ACCEPT: u32 = 1;
+
+const REG_VERDICT: u32 = 0;
+const REG_1: u32 = 1;
+
+const PAYLOAD_NETWORK: u32 = 1;
+const PAYLOAD_TRANSPORT: u32 = 2;
+
+const CMP_EQ: u32 = 0;
+const CMP_NEQ: u32 = 1;
+const CMP_LTE: u32 = 3;
+const CMP_GTE: u32 = 5;
+
+const META_OIFTYPE: u32 = 9;
+const META_NFPROTO: u32 = 15;
+const META_L4PROTO: u32 = 16;
+const CT_STATE: u32 = 0;
+const CT_STATE_ESTABLISHED_RELATED: u32 = 0x2 | 0x4;
+const ARPHRD_LOOPBACK: u16 = 772;
+const IPPROTO_TCP: u8 = 6;
+const IPPROTO_UDP: u8 = 17;
+const IPPROTO_ICMPV6: u8 = 58;
+const REJECT_ICMPX_UNREACH: u32 = 2;
+const REJECT_ICMPX_ADMIN_PROHIBITED: u8 = 3;
+/// libnftnl's user-data TLV type for a rule comment.
+const UDATA_RULE_COMMENT: u8 = 0;
+
+/// The chains the table holds: (name, hook).
+pub const CHAINS: [(&str, u32); 2] = [("output", HOOK_LOCAL_OUT), ("forward", HOOK_FORWARD)];
+
+/// Installs the table with `output_rules` in one transaction: add the
+/// table, flush its rules, (re)define both chains with policy drop, append
+/// the rules. Runs in the calling thread's network namespace.
+pub fn apply(output_rules: &[Rule]) -> Result<(), NetlinkError> {
+    let batch = encode_batch(output_rules, first_seq());
+    let mut socket = NetfilterSocket::open()?;
+    socket.send(&batch)?;
+    let described = batch.described();
+    // Every message but the batch markers asks for an ack.
+    let mut pending: Vec<u32> = described[1..described.len() - 1]
+        .iter()
+        .map(|(seq, _)| *seq)
+        .collect();
+    socket.receive_until(|reply| match *reply {
+        Reply::Ack { seq, errno } if described.iter().any(|(s, _)| *s == seq) => {
+            if errno != 0 {
+                return Err(refused(described, seq, errno));
+            }
+            pending.retain(|s| *s != seq);
+            Ok(pending.is_empty())
+        }
+        _ => Ok(false),
+    })
+}
+
+fn refused(described: &[(u32, String)], seq: u32, errno: i32) -> NetlinkError {
+    let what = described
+        .iter()
+        .find(|(s, _)| *s == seq)
+        .map_or_else(|| format!("message {seq}"), |(_, w)| w.clone());
+    NetlinkError::Refused {
+        what,
+        errno: Errno::from_raw(-errno),
+    }
+}
+
+/// Distinct sequence numbers per process, so stale answers are not ours.
+fn first_seq() -> u32 {
+    std::process::id().wrapping_mul(1000)
+}
+
+/// The whole transaction as netlink messages.
+pub fn encode_batch(output_rules: &[Rule], first_seq: u32) -> MessageWriter {
+    let mut w = MessageWriter::new(first_seq);
+    w.begin_batch();
+    w.begin(
+        NFT_MSG_NEWTABLE,
+        NLM_F_CREATE | NLM_F_ACK,
+        NFPROTO_INET,
+        "add table inet vibe_shim",
+    );
+    w.string(NFTA_TABLE_NAME, TABLE_NAME);
+    w.end();
+    // No chain attribute: every rule of every chain in the table goes.
+    w.begin(
+        NFT_MSG_DELRULE,
+        NLM_F_ACK,
+        NFPROTO_INET,
+        "flush table inet vibe_shim",
+    );
+    w.string(NFTA_RULE_TABLE, TABLE_NAME);
+    w.end();
+    for (name, hook) in CHAINS {
+        w.begin(
+            NFT_MSG_NEWCHAIN,
+            NLM_F_CREATE | NLM_F_ACK,
+            NFPROTO_INET,
+            &format!("chain {name}"),
+        );
+        w.string(NFTA_CHAIN_TABLE, TABLE_NAME);
+        w.string(NFTA_CHAIN_NAME, name);
+        let nest = w.nest_start(NFTA_CHAIN_HOOK);
+        w.u32_be(NFTA_HOOK_HOOKNUM, hook);
+        w.u32_be(NFTA_HOOK_PRIORITY, 0); // "priority filter"
+        w.nest_end(nest);
+        w.u32_be(NFTA_CHAIN_POLICY, NF_DROP);
+        w.string(NFTA_CHAIN_TYPE, "filter");
+        w.end();
+    }
+    for rule in output_rules {
+        w.begin(
+            NFT_MSG_NEWRULE,
+            NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK,
+            NFPROTO_INET,
+            &format!("rule \"{rule}\""),
+        );
+        w.string(NFTA_RULE_TABLE, TABLE_NAME);
+        w.string(NFTA_RULE_CHAIN, "output");
+        let list = w.nest_start(NFTA_RULE_EXPRESSIONS);
+        for m in &rule.matches {
+            encode_match(&mut w, m);
+        }
+        encode_verdict(&mut w, rule.verdict);
+        w.nest_end(list);
+        if let Some(comment) = &rule.comment {
+            w.bytes(NFTA_RULE_USERDATA, &comment_udata(comment));
+        }
+        w.end();
+    }
+    w.end_batch();
+    w
+}
+
+/// A comment as libnftnl stores it: type, length, NUL-terminated text. The
+/// length is one byte; our comments are short fixed strings.
+fn comment_udata(comment: &str) -> Vec<u8> {
+    let text = &comment.as_bytes()[..comment.len().min(254)];
+    let mut out = vec![UDATA_RULE_COMMENT, (text.len() + 1) as u8];
+    out.extend_from_slice(text);
+    out.push(0);
+    out
+}
+
+fn encode_match(w: &mut MessageWriter, m: &Match) {
+    match *m {
+        Match::Daddr(net) => {
+            let (family, offset, addr) = match net {
+                IpNet::V4(n) => (NFPROTO_IPV4, 16, n.addr().octets().to_vec()),
+                IpNet::V6(n) => (NFPROTO_IPV6, 24, n.addr().octets().to_vec()),
+            };
+            meta_cmp(w, META_NFPROTO, &[family]);
+            let prefix = usize::from(net.prefix_len());
+            if prefix > 0 && prefix % 8 == 0 {
+                // Whole bytes: load just those, as nft does.
+                payload(w, PAYLOAD_NETWORK, offset, prefix / 8);
+                cmp(w, CMP_EQ, &addr[..prefix / 8]);
+            } else {
+                payload(w, PAYLOAD_NETWORK, offset, addr.len());
+                let mask = prefix_mask(prefix, addr.len());
+                let network: Vec<u8> = addr.iter().zip(&mask).map(|(a, m)| a & m).collect();
+                bitwise(w, &mask);
+                cmp(w, CMP_EQ, &network);
+            }
+        }
+        Match::Transport { protocol, ports } => {
+            let proto = match protocol {
+                Protocol::Tcp => IPPROTO_TCP,
+                Protocol::Udp => IPPROTO_UDP,
+            };
+            meta_cmp(w, META_L4PROTO, &[proto]);
+            if let Some((lo, hi)) = ports {
+                payload(w, PAYLOAD_TRANSPORT, 2, 2);
+                if lo == hi {
+                    cmp(w, CMP_EQ, &lo.to_be_bytes());
+                } else {
+                    cmp(w, CMP_GTE, &lo.to_be_bytes());
+                    cmp(w, CMP_LTE, &hi.to_be_bytes());
+                }
+            }
+        }
+        Match::Icmpv6Type(t) => {
+            meta_cmp(w, META_NFPROTO, &[NFPROTO_IPV6]);
+            meta_cmp(w, META_L4PROTO, &[IPPROTO_ICMPV6]);
+            payload(w, PAYLOAD_TRANSPORT, 0, 1);
+            cmp(w, CMP_EQ, &[t]);
+        }
+        Match::OifLoopback => meta_cmp(w, META_OIFTYPE, &ARPHRD_LOOPBACK.to_ne_bytes()),
+        Match::EstablishedOrRelated => {
+            expr(w, "ct", |w| {
+                w.u32_be(1, REG_1); // NFTA_CT_DREG
+                w.u32_be(2, CT_STATE); // NFTA_CT_KEY
+            });
+            bitwise(w, &CT_STATE_ESTABLISHED_RELATED.to_ne_bytes());
+            cmp(w, CMP_NEQ, &0u32.to_ne_bytes());
+        }
+    }
+}
+
+fn encode_verdict(w: &mut MessageWriter, verdict: Verdict) {
+    let code = match verdict {
+        Verdict::Accept => NF_ACCEPT,
+        Verdict::Drop => NF_DROP,
+        Verdict::RejectAdminProhibited => {
+            expr(w, "reject", |w| {
+                w.u32_be(1, REJECT_ICMPX_UNREACH); // NFTA_REJECT_TYPE
+                w.bytes(2, &[REJECT_ICMPX_ADMIN_PROHIBITED]); // NFTA_REJECT_ICMP_CODE
+            });
+            return;
+        }
+    };
+    expr(w, "immediate", |w| {
+        w.u32_be(1, REG_VERDICT); // NFTA_IMMEDIATE_DREG
+        let data = w.nest_start(2); // NFTA_IMMEDIATE_DATA
+        let verdict = w.nest_start(NFTA_DATA_VERDICT);
+        w.u32_be(NFTA_VERDICT_CODE, code);
+        w.nest_end(verdict);
+        w.nest_end(data);
+    });
+}
+
+fn expr(w: &mut MessageWriter, name: &str, body: impl FnOnce(&mut MessageWriter)) {
+    let elem = w.nest_start(NFTA_LIST_ELEM);
+    w.string(NFTA_EXPR_NAME, name);
+    let data = w.nest_start(NFTA_EXPR_DATA);
+    body(w);
+    w.nest_end(data);
+    w.nest_end(elem);
+}
+
+/// `meta load KEY => reg 1; cmp eq reg 1 VALUE`.
+fn meta_cmp(w: &mut MessageWriter, key: u32, value: &[u8]) {
+    expr(w, "meta", |w| {
+        w.u32_be(2, key); // NFTA_META_KEY
+        w.u32_be(1, REG_1); // NFTA_META_DREG
+    });
+    cmp(w, CMP_EQ, value);
+}
+
+fn payload(w: &mut MessageWriter, base: u32, offset: u32, len: usize) {
+    expr(w, "payload", |w| {
+        w.u32_be(1, REG_1); // NFTA_PAYLOAD_DREG
+        w.u32_be(2, base); // NFTA_PAYLOAD_BASE
+        w.u32_be(3, offset); // NFTA_PAYLOAD_OFFSET
+        w.u32_be(4, len as u32); // NFTA_PAYLOAD_LEN
+    });
+}
+
+fn cmp(w: &mut MessageWriter, op: u32, value: &[u8]) {
+    expr(w, "cmp", |w| {
+        w.u32_be(1, REG_1); // NFTA_CMP_SREG
+        w.u32_be(2, op); // NFTA_CMP_OP
+        data_value(w, 3, value); // NFTA_CMP_DATA
+    });
+}
+
+/// `reg 1 = (reg 1 & mask) ^ 0`.
+fn bitwise(w: &mut MessageWriter, mask: &[u8]) {
+    expr(w, "bitwise", |w| {
+        w.u32_be(1, REG_1); // NFTA_BITWISE_SREG
+        w.u32_be(2, REG_1); // NFTA_BITWISE_DREG
+        w.u32_be(3, mask.len() as u32); // NFTA_BITWISE_LEN
+        data_value(w, 4, mask); // NFTA_BITWISE_MASK
+        data_value(w, 5, &vec![0; mask.len()]); // NFTA_BITWISE_XOR
+    });
+}
+
+fn data_value(w: &mut MessageWriter, kind: u16, value: &[u8]) {
+    let nest = w.nest_start(kind);
+    w.bytes(NFTA_DATA_VALUE, value);
+    w.nest_end(nest);
+}
+
+fn prefix_mask(prefix: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            let bits = prefix.saturating_sub(i * 8).min(8);
+            (0xff_u16 << (8 - bits)) as u8
+        })
+        .collect()
+}
+
+/// What the kernel holds for the table, as far as the start check needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableView {
+    pub chains: Vec<ChainView>,
+    /// Sets of any kind in the table (the hook never makes one).
+    pub sets: usize,
+    pub rules: Vec<RuleView>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChainView {
+    pub name: String,
+    /// (hook number, priority) of a base chain.
+    pub hook: Option<(u32, i32)>,
+    pub policy: Option<u32>,
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleView {
+    pub chain: String,
+    pub comment: Option<String>,
+    pub exprs: Vec<ExprView>,
+}
+
+/// The expressions the start check reads; others keep only their name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExprView {
+    Payload { base: u32, offset: u32, len: u32 },
+    Cmp { op: u32, data: Vec<u8> },
+    Verdict(u32),
+    Other(String),
+}
+
+/// Reads `inet vibe_shim` from the calling thread's network namespace;
+/// `Ok(None)` when there is no such table.
+pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
+    let mut socket = NetfilterSocket::open()?;
+    let seq = first_seq();
+    let mut exists = true;
+    request(
+        &mut socket,
+        seq,
+        NFT_MSG_GETTABLE,
+        NLM_F_ACK,
+        NFTA_TABLE_NAME,
+        |_| {},
+    )
+    .or_else(|e| match e {
+        NetlinkError::Refused {
+            errno: Errno::ENOENT,
+            ..
+        } => {
+            exists = false;
+            Ok(())
+        }
+        e => Err(e),
+    })?;
+    if !exists {
+        return Ok(None);
+    }
+    let mut view = TableView::default();
+    request(
+        &mut socket,
+        seq + 1,
+        NFT_MSG_GETCHAIN,
+        NLM_F_DUMP,
+        NFTA_CHAIN_TABLE,
+        |attrs| {
+            if attr_str(attrs, NFTA_CHAIN_TABLE) == Some(TABLE_NAME) {
+                view.chains.push(chain_view(attrs));
+            }
+        },
+    )?;
+    request(
+        &mut socket,
+        seq + 2,
+        NFT_MSG_GETSET,
+        NLM_F_DUMP,
+        NFTA_SET_TABLE,
+        |attrs| {
+            if attr_str(attrs, NFTA_SET_TABLE) == Some(TABLE_NAME) {
+                view.sets += 1;
+            }
+        },
+    )?;
+    request(
+        &mut socket,
+        seq + 3,
+        NFT_MSG_GETRULE,
+        NLM_F_DUMP,
+        NFTA_RULE_TABLE,
+        |attrs| {
+            if attr_str(attrs, NFTA_RULE_TABLE) == Some(TABLE_NAME) {
+                view.rules.push(rule_view(attrs));
+            }
+        },
+    )?;
+    Ok(Some(view))
+}
+
+/// One get request naming our table; `each` sees every data message until
+/// the ack (a single object) or the end of the dump.
+fn request(
+    socket: &mut NetfilterSocket,
+    seq: u32,
+    msg: u16,
+    flags: u16,
+    table_attr: u16,
+    mut each: impl FnMut(&[u8]),
+) -> Result<(), NetlinkError> {
+    let mut w = MessageWriter::new(seq);
+    let what = format!("get {msg} of table inet vibe_shim");
+    w.begin(msg, flags, NFPROTO_INET, &what);
+    w.string(table_attr, TABLE_NAME);
+    w.end();
+    socket.send(&w)?;
+    socket.receive_until(|reply| match *reply {
+        Reply::Data { seq: s, attrs, .. } if s == seq => {
+            each(attrs);
+            Ok(false)
+        }
+        Reply::Ack { seq: s, errno } if s == seq => {
+            if errno != 0 {
+                return Err(refused(w.described(), seq, errno));
+            }
+            Ok(true)
+        }
+        Reply::Done { seq: s } if s == seq => Ok(true),
+        _ => Ok(false),
+    })
+}
+
+fn chain_view(attrs: &[u8]) -> ChainView {
+    let hook = attribute(attrs, NFTA_CHAIN_HOOK).and_then(|h| {
+        let num = attr_u32_be(h, NFTA_HOOK_HOOKNUM)?;
+        let priority = attr_u32_be(h, NFTA_HOOK_PRIORITY)? as i32;
+        Some((num, priority))
+    });
+    ChainView {
+        name: attr_str(attrs, NFTA_CHAIN_NAME).unwrap_or("").to_string(),
+        hook,
+        policy: attr_u32_be(attrs, NFTA_CHAIN_POLICY),
+        kind: attr_str(attrs, NFTA_CHAIN_TYPE).map(str::to_string),
+    }
+}
+
+fn rule_view(attrs: &[u8]) -> RuleView {
+    let comment = attribute(attrs, NFTA_RULE_USERDATA).and_then(udata_comment);
+    let exprs = attribute(attrs, NFTA_RULE_EXPRESSIONS)
+        .map(|list| {
+            attributes(list)
+                .filter(|(k, _)| *k == NFTA_LIST_ELEM)
+                .map(|(_, e)| expr_view(e))
+                .collect()
+        })
+        .unwrap_or_default();
+    RuleView {
+        chain: attr_str(attrs, NFTA_RULE_CHAIN).unwrap_or("").to_string(),
+        comment,
+        exprs,
+    }
+}
+
+fn udata_comment(mut udata: &[u8]) -> Option<String> {
+    while let [kind, len, rest @ ..] = udata {
+        let len = usize::from(*len);
+        let value = rest.get(..len)?;
+        if *kind == UDATA_RULE_COMMENT {
+            let text = value.strip_suffix(&[0]).unwrap_or(value);
+            return Some(String::from_utf8_lossy(text).into_owned());
+        }
+        udata = &rest[len..];
+    }
+    None
+}
+
+fn expr_view(elem: &[u8]) -> ExprView {
+    let name = attr_str(elem, NFTA_EXPR_NAME).unwrap_or("");
+    let data = attribute(elem, NFTA_EXPR_DATA).unwrap_or(&[]);
+    let parsed = match name {
+        "payload" => (|| {
+            Some(ExprView::Payload {
+                base: attr_u32_be(data, 2)?,
+                offset: attr_u32_be(data, 3)?,
+                len: attr_u32_be(data, 4)?,
+            })
+        })(),
+        "cmp" => (|| {
+            Some(ExprView::Cmp {
+                op: attr_u32_be(data, 2)?,
+                data: attribute(attribute(data, 3)?, NFTA_DATA_VALUE)?.to_vec(),
+            })
+        })(),
+        "immediate" => (|| {
+            let verdict = attribute(attribute(data, 2)?, NFTA_DATA_VERDICT)?;
+            Some(ExprView::Verdict(attr_u32_be(verdict, NFTA_VERDICT_CODE)?))
+        })(),
+        _ => None,
+    };
+    parsed.unwrap_or_else(|| ExprView::Other(name.to_string()))
+}
+
+impl TableView {
+    /// Exactly our two base chains with policy drop, nothing in forward, no
+    /// set, and our policy's tag on a rule of output.
+    pub fn is_ours(&self, tag: &str) -> bool {
+        let mut names: Vec<&str> = self.chains.iter().map(|c| c.name.as_str()).collect();
+        names.sort_unstable();
+        let chains_ok = names == ["forward", "output"]
+            && CHAINS.iter().all(|(name, hook)| {
+                self.chains.iter().any(|c| {
+                    c.name == *name
+                        && c.hook == Some((*hook, 0))
+                        && c.policy == Some(NF_DROP)
+                        && c.kind.as_deref() == Some("filter")
+                })
+            });
+        chains_ok
+            && self.sets == 0
+            && !self.rules.iter().any(|r| r.chain == "forward")
+            && self
+                .rules
+                .iter()
+                .any(|r| r.chain == "output" && r.comment.as_deref() == Some(tag))
+    }
+
+    /// The resolvers of the DNS accept rules: a full destination address
+    /// and destination port 53, then accept.
+    pub fn dns_resolvers(&self) -> Vec<IpAddr> {
+        let mut found: Vec<IpAddr> = Vec::new();
+        for rule in self.rules.iter().filter(|r| r.chain == "output") {
+            let mut addr = None;
+            let mut port_53 = false;
+            for pair in rule.exprs.windows(2) {
+                let [ExprView::Payload { base, offset, len }, ExprView::Cmp { op: CMP_EQ, data }] =
+                    pair
+                else {
+                    continue;
+                };
+                match (*base, *offset, *len, data.len()) {
+                    (PAYLOAD_NETWORK, 16, 4, 4) => {
+                        addr = <[u8; 4]>::try_from(data.as_slice()).ok().map(IpAddr::from);
+                    }
+                    (PAYLOAD_NETWORK, 24, 16, 16) => {
+                        addr = <[u8; 16]>::try_from(data.as_slice()).ok().map(IpAddr::from);
+                    }
+                    (PAYLOAD_TRANSPORT, 2, 2, 2) => port_53 = data[..] == 53u16.to_be_bytes(),
+                    _ => {}
+                }
+            }
+            let accepts = rule.exprs.last() == Some(&ExprView::Verdict(NF_ACCEPT));
+            if let (Some(addr), true, true) = (addr, port_53, accepts) {
+                if !found.contains(&addr) {
+                    found.push(addr);
+                }
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nfnetlink::parse_replies;
+    use crate::ruleset::{output_rules, policy_tag, HostFacts};
+    use vibe_policy::config::{NetworkMode, NetworkSection};
+
+    #[test]
+    fn prefix_masks() {
+        assert_eq!(prefix_mask(10, 4), [0xff, 0xc0, 0, 0]);
+        assert_eq!(prefix_mask(0, 4), [0, 0, 0, 0]);
+        assert_eq!(prefix_mask(7, 16)[..2], [0xfe, 0]);
+    }
+
+    #[test]
+    fn comment_round_trips() {
+        let udata = comment_udata("vibe-shim policy 0123");
+        assert_eq!(&udata[..2], &[0, 22]);
+        assert_eq!(
+            udata_comment(&udata).as_deref(),
+            Some("vibe-shim policy 0123")
+        );
+        assert_eq!(
+            udata_comment(&[1, 2, 0, 0, 0, 3, b'a', b'b', 0]).unwrap(),
+            "ab"
+        );
+        assert_eq!(udata_comment(&[0, 9, b'a']), None);
+    }
+
+    /// The batch, read back with the same decoder the start check uses,
+    /// gives our table: the encoder and the reader agree.
+    #[test]
+    fn batch_reads_back_as_our_table() {
+        let net = NetworkSection {
+            mode: NetworkMode::Allowlist,
+            allow: vec!["203.0.113.5:8000-8100/udp".parse().unwrap()],
+            dns: true,
+            nft: None,
+        };
+        let facts = HostFacts {
+            nameservers: vec![
+                "192.0.2.53".parse().unwrap(),
+                "2001:db8::53".parse().unwrap(),
+            ],
+            host_addrs: vec![],
+        };
+        let rules = output_rules(&net, &facts);
+        let batch = encode_batch(&rules, 100);
+        let mut view = TableView::default();
+        for reply in parse_replies(batch.as_bytes()).unwrap() {
+            let Reply::Data { msg, attrs, .. } = reply else {
+                continue;
+            };
+            match msg {
+                NFT_MSG_NEWCHAIN => view.chains.push(chain_view(attrs)),
+                NFT_MSG_NEWRULE => view.rules.push(rule_view(attrs)),
+                _ => {}
+            }
+        }
+        assert_eq!(view.rules.len(), rules.len());
+        assert!(view.is_ours(&policy_tag(&net)));
+        assert!(!view.is_ours("vibe-shim policy other"));
+        assert_eq!(view.dns_resolvers(), facts.nameservers);
+
+        let mut extra = view.clone();
+        extra.chains.push(ChainView {
+            name: "sneaky".into(),
+            ..ChainView::default()
+        });
+        assert!(!extra.is_ours(&policy_tag(&net)));
+        let mut accept = view.clone();
+        accept.chains[0].policy = Some(NF_ACCEPT);
+        assert!(!accept.is_ours(&policy_tag(&net)));
+        let mut forward_rule = view.clone();
+        forward_rule.rules.push(RuleView {
+            chain: "forward".into(),
+            ..RuleView::default()
+        });
+        assert!(!forward_rule.is_ours(&policy_tag(&net)));
+        let mut with_set = view;
+        with_set.sets = 1;
+        assert!(!with_set.is_ours(&policy_tag(&net)));
+    }
+
+    #[test]
+    fn every_message_but_the_markers_asks_for_an_ack() {
+        let rules = output_rules(&NetworkSection::default(), &HostFacts::default());
+        let batch = encode_batch(&rules, 1);
+        let bytes = batch.as_bytes();
+        let mut flags = Vec::new();
+        let mut rest = bytes;
+        while rest.len() >= 16 {
+            let len = u32::from_ne_bytes(rest[..4].try_into().unwrap()) as usize;
+            flags.push(u16::from_ne_bytes([rest[6], rest[7]]));
+            rest = &rest[len..];
+        }
+        // begin, table, flush, 2 chains, 4 rules, end
+        assert_eq!(flags.len(), 2 + 2 + 2 + rules.len());
+        assert_eq!(flags[0] & NLM_F_ACK, 0);
+        assert_eq!(flags[flags.len() - 1] & NLM_F_ACK, 0);
+        assert!(flags[1..flags.len() - 1].iter().all(|f| f & NLM_F_ACK != 0));
+    }
+}
