@@ -89,12 +89,23 @@ fn pid_from_state_file(path: &Path, key: &str) -> Result<i32, String> {
     pid_from_json(&bytes, key)
 }
 
+/// The two places a pid comes from: runc's state.json and `runc state`.
+#[derive(serde::Deserialize)]
+struct PidFields {
+    init_process_pid: Option<i64>,
+    pid: Option<i64>,
+}
+
+/// state.json carries the whole container config; serde skips every field
+/// but the two pids without building values for them.
 fn pid_from_json(bytes: &[u8], key: &str) -> Result<i32, String> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_i64)
-        .and_then(|pid| i32::try_from(pid).ok())
+    let fields: PidFields = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let pid = if key == "pid" {
+        fields.pid
+    } else {
+        fields.init_process_pid
+    };
+    pid.and_then(|pid| i32::try_from(pid).ok())
         .filter(|pid| *pid > 0)
         .ok_or_else(|| format!("no positive {key}"))
 }
@@ -129,6 +140,16 @@ mod tests {
         )
         .unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A test thread forking while the script was open for writing keeps
+        // it busy (ETXTBSY) until that child execs: wait that out first.
+        for _ in 0..100 {
+            match Command::new(&fake).output() {
+                Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                _ => break,
+            }
+        }
         assert_eq!(init_pid(&fake, root.path(), "c2").unwrap(), 77);
     }
 
