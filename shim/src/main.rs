@@ -174,6 +174,15 @@ fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
 fn exec_runc(inv: &Invocation, runtime: &Path, runc_args: Vec<OsString>) -> i32 {
     // Seen again on entry means "runc" led back here (see runtime::ACTIVE_ENV).
     std::env::set_var(runtime::ACTIVE_ENV, "1");
+    // Rust's runtime ignores SIGPIPE, and an ignored signal stays ignored
+    // across exec: give runc the default it gets when started directly.
+    // SAFETY: single-threaded here, and SIG_DFL installs no handler code.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        );
+    }
     let to_c = |s: &std::ffi::OsStr| CString::new(s.as_bytes());
     let program = to_c(runtime.as_os_str());
     let argv: Result<Vec<CString>, _> = std::iter::once(runtime.as_os_str())

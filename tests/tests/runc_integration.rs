@@ -285,6 +285,35 @@ fn pass_through_verbs_reach_runc_unchanged() {
     );
 }
 
+/// runc gets the signal dispositions it would get when started directly:
+/// Rust's runtime ignores SIGPIPE, and that must not leak through the exec.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn runc_starts_with_default_sigpipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("fake-runc");
+    std::fs::write(&fake, "#!/bin/sh\ngrep SigIgn /proc/self/status\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, format!("[runtime]\npath = \"{}\"\n", fake.display())).unwrap();
+    let out = Command::new(shim_bin())
+        .arg("--config")
+        .arg(&policy)
+        .args(["state", "x"])
+        .env_remove("VIBE_SHIM_ACTIVE")
+        .output()
+        .unwrap();
+    let line = text(&out.stdout);
+    let mask = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .unwrap_or_else(|| panic!("no SigIgn in {}", describe(&out)));
+    let sigpipe = 1u64 << (13 - 1);
+    assert_eq!(mask & sigpipe, 0, "SIGPIPE ignored in runc: {line}");
+}
+
 /// The container's init pid, from runc's state under the bundle's root.
 fn init_pid(bundle: &Bundle) -> i64 {
     let state = std::fs::read(bundle.root_dir().join(&bundle.id).join("state.json")).unwrap();
