@@ -296,7 +296,11 @@ fn runc_starts_with_default_sigpipe() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let policy = dir.path().join("policy.toml");
-    std::fs::write(&policy, format!("[runtime]\npath = \"{}\"\n", fake.display())).unwrap();
+    std::fs::write(
+        &policy,
+        format!("[runtime]\npath = \"{}\"\n", fake.display()),
+    )
+    .unwrap();
     let out = Command::new(shim_bin())
         .arg("--config")
         .arg(&policy)
