@@ -11,6 +11,7 @@ use crate::config::Policy;
 use crate::decision::{Change, Denial, Record, Refusal};
 use crate::host::HostView;
 use crate::rules;
+use crate::validate;
 
 /// The argument that marks vibe-shim's own hook entry in `hooks.createRuntime`.
 pub const NETWORK_HOOK_MARKER: &str = "vibe-shim-network-hook";
@@ -49,7 +50,7 @@ pub type SpecRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Deni
 /// A rule over one process object (the spec's `process`, or an exec's process.json).
 pub type ProcessRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
 /// A check of the input document before any rule runs.
-type Validator = fn(&Value) -> Result<(), Denial>;
+type Validator = fn(&mut Value) -> Result<(), Denial>;
 
 /// Rules that hold for every process: the container's init and every exec.
 pub const PROCESS_RULES: &[ProcessRule] = &[
@@ -92,21 +93,6 @@ fn apply_process_rules(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> 
     result
 }
 
-/// Checks that the document is a valid OCI runtime spec, using oci-spec's types.
-fn validate_spec(spec: &Value) -> Result<(), Denial> {
-    // Deserialise from the borrowed Value: no copy of the document.
-    <oci_spec::runtime::Spec as serde::Deserialize>::deserialize(spec)
-        .map(|_| ())
-        .map_err(|e| {
-            Denial::new(
-                "spec",
-                "/",
-                "config.json",
-                format!("not a valid OCI runtime spec: {e}"),
-            )
-        })
-}
-
 /// Rewrites a bundle's `config.json` for create, run and restore. Takes the
 /// spec by value: the rewrite edits it in place rather than copying it.
 pub fn enforce_create(
@@ -121,7 +107,7 @@ pub fn enforce_create(
         create: Some(ctx),
         process_field: "/process",
     };
-    run_chain(spec, &cx, SPEC_RULES, Some(validate_spec))
+    run_chain(spec, &cx, SPEC_RULES, Some(validate::validate_spec))
 }
 
 /// Rewrites an exec's process JSON (runc `exec --process FILE`).
@@ -165,7 +151,10 @@ fn run_chain(
     chain: &[SpecRule],
     validate: Option<Validator>,
 ) -> Result<Rewrite, Refusal> {
-    let mut rec = Record::default();
+    // A Docker spec yields a few dozen changes: reserve once, not regrow.
+    let mut rec = Record {
+        changes: Vec::with_capacity(32),
+    };
     let refuse = |denial: Denial, rec: Record| Refusal {
         denial,
         changes: rec.changes,
@@ -175,7 +164,7 @@ fn run_chain(
         return Err(refuse(denial, rec));
     }
     if let Some(validate) = validate {
-        if let Err(denial) = validate(&document) {
+        if let Err(denial) = validate(&mut document) {
             return Err(refuse(denial, rec));
         }
     }

@@ -212,7 +212,7 @@ fn check_mounts(spec: &Value, policy: &Policy, out: &mut Vec<String>) {
         }
     }
     for dir in &policy.filesystem.tmpfs {
-        let dir = clean_path(&dir.to_string_lossy());
+        let dir = clean_path(&dir.to_string_lossy()).into_owned();
         let present = mounts.iter().any(|m| {
             str_field(m, "type") == "tmpfs"
                 && !is_bind(m)
@@ -279,12 +279,12 @@ fn check_home(spec: &Value, process: &Value, policy: &Policy, out: &mut Vec<Stri
         out.push(format!("HOME {home} is not absolute"));
         return;
     }
-    let home = clean_path(home);
+    let home = clean_path(home).into_owned();
     let under_tmpfs = policy
         .filesystem
         .tmpfs
         .iter()
-        .any(|d| Path::new(&home).starts_with(clean_path(&d.to_string_lossy())));
+        .any(|d| Path::new(&home).starts_with(&*clean_path(&d.to_string_lossy())));
     let mounted = spec
         .get("mounts")
         .and_then(Value::as_array)

@@ -13,6 +13,7 @@ pub mod host;
 pub mod invariants;
 pub mod json;
 pub mod rules;
+mod validate;
 
 pub use config::{ConfigError, Policy};
 pub use decision::{Change, Denial, Record, Refusal};

@@ -14,7 +14,7 @@ use crate::config::BindMode;
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
 use crate::host::HostView;
-use crate::json::{as_object, str_field};
+use crate::json::{as_object, set, str_field};
 use crate::rules::kernel_mounts::{
     add_option, destination, edit_options, is_bind, mounts_mut, remove_option,
 };
@@ -56,48 +56,51 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
         if !is_bind(mount) {
             continue;
         }
-        let field = format!("/mounts/{index}/source");
-        let source = str_field(mount, "source").to_string();
+        // Field and message text are built only when a denial or change needs them.
+        let field = || format!("/mounts/{index}/source");
+        let source = str_field(mount, "source");
         // runc would resolve a relative source against the bundle, which the
         // policy cannot see; refuse rather than guess.
         if !source.starts_with('/') {
             return Err(Denial::new(
                 RULE,
-                field,
+                field(),
                 source,
                 "bind mount source must be an absolute host path",
             ));
         }
-        let canonical = cx.host.canonicalize(Path::new(&source)).ok_or_else(|| {
+        let canonical = cx.host.canonicalize(Path::new(source)).ok_or_else(|| {
             Denial::new(
                 RULE,
-                &field,
-                &source,
+                field(),
+                source,
                 "bind mount source does not exist or cannot be resolved",
             )
         })?;
-        let named = if canonical == Path::new(&source) {
-            source.clone()
-        } else {
-            format!("{source} (resolves to {})", canonical.display())
+        let named = || {
+            if canonical == Path::new(source) {
+                source.to_string()
+            } else {
+                format!("{source} (resolves to {})", canonical.display())
+            }
         };
         let verdict = if is_engine_file(&destination(mount), &canonical, container_id) {
             Verdict::EngineFile
         } else {
             judge_allowlist(&canonical, &allowed, cx.host)
-                .map_err(|reason| Denial::new(RULE, &field, &named, reason))?
+                .map_err(|reason| Denial::new(RULE, field(), named(), reason))?
         };
         let canonical_text = canonical.to_str().ok_or_else(|| {
-            Denial::new(RULE, &field, &named, "canonical source is not valid UTF-8")
+            Denial::new(
+                RULE,
+                field(),
+                named(),
+                "canonical source is not valid UTF-8",
+            )
         })?;
         if canonical_text != source {
-            as_object(mount).insert("source".into(), Value::from(canonical_text));
-            rec.change(
-                RULE,
-                field,
-                Value::from(source),
-                Value::from(canonical_text),
-            );
+            let before = set(as_object(mount), "source", Value::from(canonical_text));
+            rec.change(RULE, field(), before, Value::from(canonical_text));
         }
         edit_options(mount, index, RULE, rec, |options| {
             force_non_recursive(options);
@@ -115,10 +118,10 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
 }
 
 /// `rbind` would carry every mount below the source in with it.
-fn force_non_recursive(options: &mut Vec<String>) {
-    let first = options.iter().position(|o| o == "bind" || o == "rbind");
-    options.retain(|o| o != "bind" && o != "rbind");
-    options.insert(first.unwrap_or(0), "bind".to_string());
+fn force_non_recursive(options: &mut Vec<&str>) {
+    let first = options.iter().position(|o| *o == "bind" || *o == "rbind");
+    options.retain(|o| *o != "bind" && *o != "rbind");
+    options.insert(first.unwrap_or(0), "bind");
 }
 
 /// Engine-generated container ids (Docker, podman, containerd CRI) are long

@@ -27,11 +27,11 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
     let caps = object_at(process, "capabilities");
     for set in SETS {
         let after = Value::Array(granted.clone());
-        let before = caps.insert(set.to_string(), after.clone());
+        let before = crate::json::set(caps, set, after.clone());
         rec.change(
             RULE,
             format!("{}/capabilities/{set}", cx.process_field),
-            before.unwrap_or(Value::Null),
+            before,
             after,
         );
     }

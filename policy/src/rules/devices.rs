@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::str_field;
+use crate::json::{object, set, str_field};
 
 const RULE: &str = "devices";
 
@@ -37,14 +37,24 @@ pub fn is_safe_device(device: &Value) -> bool {
 
 /// The cgroup device rules every container gets: deny all, then the safe set.
 pub fn cgroup_device_rules() -> Value {
-    let mut rules = vec![json!({"allow": false, "access": "rwm"})];
-    for (major, minor) in SAFE_DEVICES {
-        rules.push(
-            json!({"allow": true, "type": "c", "major": major, "minor": minor, "access": "rwm"}),
-        );
+    let mut rules = Vec::with_capacity(SAFE_DEVICES.len() + 2);
+    rules.push(object([("allow", false.into()), ("access", "rwm".into())]));
+    for &(major, minor) in SAFE_DEVICES {
+        rules.push(object([
+            ("allow", true.into()),
+            ("type", "c".into()),
+            ("major", major.into()),
+            ("minor", minor.into()),
+            ("access", "rwm".into()),
+        ]));
     }
     // No minor means every minor.
-    rules.push(json!({"allow": true, "type": "c", "major": PTS_MAJOR, "access": "rwm"}));
+    rules.push(object([
+        ("allow", true.into()),
+        ("type", "c".into()),
+        ("major", PTS_MAJOR.into()),
+        ("access", "rwm".into()),
+    ]));
     Value::Array(rules)
 }
 
@@ -60,9 +70,9 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
         }
     }
     let resources = crate::json::object_at(linux_value(spec), "resources");
-    let before = resources.get("devices").cloned().unwrap_or(Value::Null);
     let after = cgroup_device_rules();
-    resources.insert("devices".into(), after.clone());
+    // The replaced list is the record's "before": moved, not copied.
+    let before = set(resources, "devices", after.clone());
     rec.change(RULE, "/linux/resources/devices", before, after);
     Ok(())
 }

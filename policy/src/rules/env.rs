@@ -11,19 +11,30 @@ const RULE: &str = "env";
 /// Stands for an entry that is not `NAME=VALUE`; its text may be a secret.
 const MALFORMED: &str = "<malformed entry>";
 
+/// The variable name of a `NAME=VALUE` entry.
+fn entry_name(entry: &Value) -> Option<&str> {
+    entry
+        .as_str()
+        .and_then(|text| text.split_once('='))
+        .map(|(name, _)| name)
+        .filter(|name| !name.is_empty())
+}
+
 pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
     let Some(Value::Array(entries)) = process.get_mut("env") else {
         return Ok(());
     };
+    let allowed =
+        |entry: &Value| entry_name(entry).is_some_and(|n| cx.policy.process.env_allowed(n));
+    // Nothing to drop, so nothing to record: skip building the name lists.
+    if entries.iter().all(allowed) {
+        return Ok(());
+    }
     let mut names_before = Vec::with_capacity(entries.len());
     let mut names_after = Vec::with_capacity(entries.len());
     entries.retain(|entry| {
-        let name = entry
-            .as_str()
-            .and_then(|text| text.split_once('='))
-            .map(|(name, _)| name)
-            .filter(|name| !name.is_empty());
-        let keep = name.is_some_and(|n| cx.policy.process.env_allowed(n));
+        let name = entry_name(entry);
+        let keep = allowed(entry);
         let label = Value::String(name.unwrap_or(MALFORMED).to_string());
         if keep {
             names_after.push(label.clone());

@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 use crate::config::HomeMode;
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::{array_at, clean_path, strings};
+#[cfg(test)] // the tests read lists with it
+use crate::json::strings;
+use crate::json::{array_at, as_object, clean_path, is_string_array, set, str_items, string_array};
 use crate::rules::kernel_mounts::{destination, is_bind};
 use crate::rules::tmpfs::replace_mount_at;
 
@@ -33,13 +35,14 @@ fn user_id(process: &Value, key: &str) -> u64 {
 
 /// The HOME directory this process gets (see the module docs).
 pub(crate) fn home_dir(process: &Value) -> String {
-    let env = strings(process.get("env"));
-    let requested = env.iter().find_map(|e| e.strip_prefix("HOME="));
+    let requested = str_items(process.get("env")).find_map(|e| e.strip_prefix("HOME="));
     if let Some(home) = requested.filter(|h| h.starts_with('/')) {
         let home = clean_path(home);
-        let in_kernel_dir = KERNEL_DIRS.iter().any(|k| Path::new(&home).starts_with(k));
+        let in_kernel_dir = KERNEL_DIRS
+            .iter()
+            .any(|k| Path::new(home.as_ref()).starts_with(k));
         if home != "/" && !in_kernel_dir {
-            return home;
+            return home.into_owned();
         }
     }
     if user_id(process, "uid") == 0 {
@@ -59,21 +62,22 @@ pub fn apply_process(
         return Ok(());
     }
     let home = format!("HOME={}", home_dir(process));
-    let before = process.get("env").cloned().unwrap_or(Value::Null);
-    let mut env = strings(process.get("env"));
+    let current = process.get("env");
+    let mut env: Vec<&str> = str_items(current).collect();
     match env.iter().position(|e| e.starts_with("HOME=")) {
         Some(first) => {
-            env[first] = home;
+            env[first] = &home;
             let mut seen = false;
             env.retain(|e| !e.starts_with("HOME=") || !std::mem::replace(&mut seen, true));
         }
-        None => env.push(home),
+        None => env.push(&home),
     }
-    let after = Value::from(env);
-    if before != after {
-        crate::json::as_object(process).insert("env".into(), after.clone());
-        rec.change(RULE, format!("{}/env", cx.process_field), before, after);
+    if is_string_array(current, &env) {
+        return Ok(());
     }
+    let after = string_array(&env);
+    let before = set(as_object(process), "env", after.clone());
+    rec.change(RULE, format!("{}/env", cx.process_field), before, after);
     Ok(())
 }
 
@@ -82,14 +86,15 @@ pub fn apply_mount(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Resu
     if cx.policy.filesystem.home != HomeMode::Tmpfs {
         return Ok(());
     }
-    let process = spec.get("process").cloned().unwrap_or(Value::Null);
-    let home = home_dir(&process);
+    let process = spec.get("process").unwrap_or(&Value::Null);
+    let home = home_dir(process);
+    let (uid, gid) = (user_id(process, "uid"), user_id(process, "gid"));
     let writable_already = cx
         .policy
         .filesystem
         .tmpfs
         .iter()
-        .any(|dir| Path::new(&home).starts_with(clean_path(&dir.to_string_lossy())));
+        .any(|dir| Path::new(&home).starts_with(clean_path(&dir.to_string_lossy()).as_ref()));
     let mounts = array_at(spec, "mounts");
     let bound = mounts.iter().any(|m| is_bind(m) && destination(m) == home);
     if writable_already || bound {
@@ -103,8 +108,8 @@ pub fn apply_mount(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Resu
             "nosuid",
             "nodev",
             "mode=0700",
-            format!("uid={}", user_id(&process, "uid")),
-            format!("gid={}", user_id(&process, "gid")),
+            format!("uid={uid}"),
+            format!("gid={gid}"),
         ],
     });
     replace_mount_at(mounts, &home, mount, RULE, rec);

@@ -7,11 +7,17 @@
 //!
 //! Also home to the small mount-option helpers the other mount rules share.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::{as_object, clean_path, str_field, strings};
+#[cfg(test)] // the tests read lists with it
+use crate::json::strings;
+use crate::json::{
+    as_object, clean_path, field, is_string_array, set, str_field, str_items, string_array,
+};
 
 const RULE: &str = "kernel_mounts";
 
@@ -24,9 +30,7 @@ const READ_ONLY_TYPES: &[&str] = &["sysfs", "cgroup", "cgroup2"];
 /// option (runc honours the option whatever the type says).
 pub(crate) fn is_bind(mount: &Value) -> bool {
     str_field(mount, "type") == "bind"
-        || strings(mount.get("options"))
-            .iter()
-            .any(|o| o == "bind" || o == "rbind")
+        || str_items(field(mount, "options")).any(|o| o == "bind" || o == "rbind")
 }
 
 /// A tmpfs that is not really a bind in disguise.
@@ -35,41 +39,41 @@ pub(crate) fn is_tmpfs(mount: &Value) -> bool {
 }
 
 /// The mount's destination, lexically cleaned.
-pub(crate) fn destination(mount: &Value) -> String {
+pub(crate) fn destination(mount: &Value) -> Cow<'_, str> {
     clean_path(str_field(mount, "destination"))
 }
 
 /// Adds `option` unless present.
-pub(crate) fn add_option(options: &mut Vec<String>, option: &str) {
-    if !options.iter().any(|o| o == option) {
-        options.push(option.to_string());
+pub(crate) fn add_option<'a>(options: &mut Vec<&'a str>, option: &'a str) {
+    if !options.contains(&option) {
+        options.push(option);
     }
 }
 
 /// Removes every occurrence of `option`.
-pub(crate) fn remove_option(options: &mut Vec<String>, option: &str) {
-    options.retain(|o| o != option);
+pub(crate) fn remove_option(options: &mut Vec<&str>, option: &str) {
+    options.retain(|o| *o != option);
 }
 
-/// Edits `mounts[index].options` in place and records the change.
+/// Edits `mounts[index].options` in place and records the change. The edit
+/// works on borrowed strings, so a mount that needs no change costs no copy.
 pub(crate) fn edit_options(
     mount: &mut Value,
     index: usize,
     rule: &'static str,
     rec: &mut Record,
-    edit: impl FnOnce(&mut Vec<String>),
+    edit: impl FnOnce(&mut Vec<&str>),
 ) {
-    let before = mount.get("options").cloned().unwrap_or(Value::Null);
-    let mut options = strings(mount.get("options"));
+    let current = field(mount, "options");
+    let mut options: Vec<&str> = str_items(current).collect();
     edit(&mut options);
-    if before.is_null() && options.is_empty() {
+    let absent = current.is_none_or(Value::is_null);
+    if (absent && options.is_empty()) || is_string_array(current, &options) {
         return;
     }
-    let after = Value::from(options);
-    if before != after {
-        as_object(mount).insert("options".into(), after.clone());
-        rec.change(rule, format!("/mounts/{index}/options"), before, after);
-    }
+    let after = string_array(&options);
+    let before = set(as_object(mount), "options", after.clone());
+    rec.change(rule, format!("/mounts/{index}/options"), before, after);
 }
 
 /// `spec.mounts`, if present as an array.
@@ -85,13 +89,13 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
         if is_bind(mount) {
             continue; // judged by the binds rule
         }
-        let kind = str_field(mount, "type").to_string();
+        let kind = str_field(mount, "type");
         let dest = destination(mount);
         let is_dev_tmpfs = kind == "tmpfs" && (dest == "/dev" || dest == "/dev/shm");
         if kind == "tmpfs" && !is_dev_tmpfs {
             continue; // a client tmpfs: the tmpfs rule
         }
-        if !is_dev_tmpfs && !KERNEL_TYPES.contains(&kind.as_str()) {
+        if !is_dev_tmpfs && !KERNEL_TYPES.contains(&kind) {
             return Err(Denial::new(
                 RULE,
                 format!("/mounts/{index}/type"),
@@ -103,6 +107,7 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
         // Device nodes live on the /dev tmpfs and on devpts (the pty slaves),
         // so those two keep device semantics; everything else is nodev.
         let needs_dev = (kind == "tmpfs" && dest == "/dev") || kind == "devpts";
+        let read_only = READ_ONLY_TYPES.contains(&kind);
         edit_options(mount, index, RULE, rec, |options| {
             add_option(options, "nosuid");
             remove_option(options, "suid");
@@ -110,7 +115,7 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
                 add_option(options, "nodev");
                 remove_option(options, "dev");
             }
-            if READ_ONLY_TYPES.contains(&kind.as_str()) {
+            if read_only {
                 remove_option(options, "rw");
                 add_option(options, "ro");
             }

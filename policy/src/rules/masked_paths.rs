@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::{object_at, strings};
+use crate::json::{is_string_array, object_at, set, str_items, string_array};
 
 const RULE: &str = "masked_paths";
 
@@ -40,18 +40,19 @@ fn ensure(
     required: &[&str],
     rec: &mut Record,
 ) {
-    let before = linux.get(key).cloned().unwrap_or(Value::Null);
-    let mut paths = strings(linux.get(key));
+    let current = linux.get(key);
+    let mut paths: Vec<&str> = str_items(current).collect();
     for path in required {
-        if !paths.iter().any(|p| p == path) {
-            paths.push(path.to_string());
+        if !paths.contains(path) {
+            paths.push(path);
         }
     }
-    let after = Value::from(paths);
-    if before != after {
-        linux.insert(key.to_string(), after.clone());
-        rec.change(RULE, format!("/linux/{key}"), before, after);
+    if is_string_array(current, &paths) {
+        return;
     }
+    let after = string_array(&paths);
+    let before = set(linux, key, after.clone());
+    rec.change(RULE, format!("/linux/{key}"), before, after);
 }
 
 pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {

@@ -22,8 +22,8 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
                 let mut has_propagation = false;
                 let mut kept = Vec::with_capacity(options.len());
                 for option in options.drain(..) {
-                    let option = if LEAKY.contains(&option.as_str()) {
-                        "rprivate".to_string()
+                    let option = if LEAKY.contains(&option) {
+                        "rprivate"
                     } else {
                         option
                     };
@@ -31,11 +31,11 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
                     if option == "rprivate" && kept.contains(&option) {
                         continue;
                     }
-                    has_propagation |= PRIVATE.contains(&option.as_str());
+                    has_propagation |= PRIVATE.contains(&option);
                     kept.push(option);
                 }
                 if bind && !has_propagation {
-                    kept.push("rprivate".to_string());
+                    kept.push("rprivate");
                 }
                 *options = kept;
             });

@@ -106,12 +106,14 @@ fn drop_unknown_syscalls(profile: &mut Value, cx: &RuleContext, rec: &mut Record
         });
         !(had_names && names.is_empty())
     });
-    rec.change(
-        RULE,
-        format!("{FIELD}/syscalls/names"),
-        Value::Array(dropped),
-        json!([]),
-    );
+    if !dropped.is_empty() {
+        rec.change(
+            RULE,
+            format!("{FIELD}/syscalls/names"),
+            Value::Array(dropped),
+            json!([]),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! `filesystem.tmpfs` directory gets a fresh private tmpfs, replacing any
 //! mount the client put at exactly that place.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
@@ -17,7 +19,7 @@ const RULE: &str = "tmpfs";
 /// podman's `/run/.containerenv` or a worktree bound under `/tmp` stays
 /// visible); otherwise at the end.
 pub(crate) fn insert_position(mounts: &[Value], dir: &str) -> usize {
-    let dests: Vec<String> = mounts.iter().map(destination).collect();
+    let dests: Vec<Cow<str>> = mounts.iter().map(destination).collect();
     let start = dests
         .iter()
         .rposition(|dest| dest != dir && clean_path_within(dir, dest))
@@ -66,7 +68,7 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
         });
     }
     for dir in &cx.policy.filesystem.tmpfs {
-        let dir = clean_path(&dir.to_string_lossy());
+        let dir = clean_path(&dir.to_string_lossy()).into_owned();
         let mount = json!({
             "destination": dir,
             "type": "tmpfs",

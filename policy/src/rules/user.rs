@@ -16,11 +16,11 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
     let user = object_at(process, "user");
     for (key, value) in [("uid", uid), ("gid", gid)] {
         let after = Value::from(value);
-        let before = user.insert(key.to_string(), after.clone());
+        let before = crate::json::set(user, key, after.clone());
         rec.change(
             RULE,
             format!("{}/user/{key}", cx.process_field),
-            before.unwrap_or(Value::Null),
+            before,
             after,
         );
     }
