@@ -12,6 +12,11 @@
 # Prints both medians, the ratio of the medians (target <= 1.05), the median
 # of the per-cycle ratios, and vibe-shim's peak RSS before it execs runc.
 #
+# A third runtime in the rotation shows the floor any wrapper of this design
+# pays: a shell script that only execs runc, on the same spec plus a
+# createRuntime hook that is /bin/true. Its ratio is the cost of one more
+# exec per verb and of runc running a hook at all, with no work done.
+#
 # Knobs: VIBE_SHIM_BIN (default target/release/vibe-shim), RUNC (default: runc
 # in PATH), BENCH_POLICY (default: the built-in policy, network mode "none",
 # so the network hook runs in every cycle).
@@ -55,7 +60,7 @@ jq --arg rootfs "$WORK/rootfs" \
     '.root.path = $rootfs | .root.readonly = true
      | .process.terminal = false | .process.args = ["/bin/true"]' \
     "$WORK/config.json" >"$WORK/pristine.json"
-for b in runc shim; do
+for b in runc shim floor; do
     mkdir -p "$WORK/bundle-$b"
     cp "$WORK/pristine.json" "$WORK/bundle-$b/config.json"
 done
@@ -79,18 +84,26 @@ cp "$WORK/pristine.json" "$WORK/bundle-shim/config.json"
 jq '.hooks |= with_entries(.value |= map(select((.args // []) | index("vibe-shim-network-hook") | not)))' \
     "$WORK/bundle-shim/config.json" >"$WORK/compliant.json"
 cp "$WORK/compliant.json" "$WORK/pristine.json"
+jq '.hooks.createRuntime += [{"path": "/bin/true", "args": ["true"]}]' \
+    "$WORK/compliant.json" >"$WORK/pristine-floor.json"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$RUNC" >"$WORK/floor-wrapper"
+chmod 755 "$WORK/floor-wrapper"
 
 # cycle KIND ID: times one cycle; sets LAST to "total create start delete",
 # each in microseconds.
 cycle() {
     local kind=$1 id=$2 t0 t1 t2 t3
     local -a cmd
-    if [ "$kind" = runc ]; then
-        cmd=("$RUNC" --root "$ROOT")
-    else
-        cmd=("$SHIM" --config "$POLICY" --root "$ROOT")
-    fi
-    cp "$WORK/pristine.json" "$WORK/bundle-$kind/config.json"
+    local pristine=$WORK/pristine.json
+    case $kind in
+    runc) cmd=("$RUNC" --root "$ROOT") ;;
+    shim) cmd=("$SHIM" --config "$POLICY" --root "$ROOT") ;;
+    floor)
+        cmd=("$WORK/floor-wrapper" --root "$ROOT")
+        pristine=$WORK/pristine-floor.json
+        ;;
+    esac
+    cp "$pristine" "$WORK/bundle-$kind/config.json"
     exec 3>>"$WORK/errors"
     t0=$EPOCHREALTIME
     "${cmd[@]}" create --bundle "$WORK/bundle-$kind" "$id" </dev/null >/dev/null 2>&3 &&
@@ -109,11 +122,15 @@ cycle() {
     LAST="$((t3 - t0)) $((t1 - t0)) $((t2 - t1)) $((t3 - t2))"
 }
 
-# run_pair I: one cycle of each runtime, order alternating with I.
+# run_pair I: one cycle of each runtime, the order rotating with I.
 run_pair() {
     local i=$1 kind
-    local -a order=(runc shim)
-    ((i % 2)) && order=(shim runc)
+    local -a order
+    case $((i % 3)) in
+    0) order=(runc shim floor) ;;
+    1) order=(shim floor runc) ;;
+    *) order=(floor runc shim) ;;
+    esac
     for kind in "${order[@]}"; do
         cycle "$kind" "bench-$kind-$i" || return 1
         echo "$kind $LAST"
@@ -140,6 +157,7 @@ done
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 runc_med=$(awk '$1 == "runc" { print $2 }' "$WORK/times" | median)
 shim_med=$(awk '$1 == "shim" { print $2 }' "$WORK/times" | median)
+floor_med=$(awk '$1 == "floor" { print $2 }' "$WORK/times" | median)
 phases() { # KIND: median create/start/delete in ms
     local col out=""
     for col in 3 4 5; do
@@ -149,6 +167,7 @@ phases() { # KIND: median create/start/delete in ms
 }
 read -r rc_create rc_start rc_delete <<<"$(phases runc)"
 read -r sh_create sh_start sh_delete <<<"$(phases shim)"
+read -r fl_create fl_start fl_delete <<<"$(phases floor)"
 # Per-cycle ratios: the n-th shim time over the n-th runc time.
 pair_med=$(paste <(awk '$1 == "shim" { print $2 }' "$WORK/times") \
     <(awk '$1 == "runc" { print $2 }' "$WORK/times") |
@@ -170,11 +189,12 @@ rss_create=$(rss "$SHIM" --config "$WORK/policy-true.toml" --root "$ROOT" create
 rss_true=$(rss /bin/true)
 rss_runc=$(rss "$RUNC" --version)
 
-awk -v n="$CYCLES" -v r="$runc_med" -v s="$shim_med" -v p="$pair_med" \
+awk -v n="$CYCLES" -v r="$runc_med" -v s="$shim_med" -v p="$pair_med" -v f="$floor_med" \
     -v re="$rss_explain" -v rc="$rss_create" -v rt="$rss_true" -v rr="$rss_runc" \
     -v cmd="sudo packaging/bench-cycle.sh $CYCLES" -v shim="$SHIM" -v runc="$RUNC" \
     -v rp="create $rc_create / start $rc_start / delete $rc_delete" \
-    -v sp="create $sh_create / start $sh_start / delete $sh_delete" 'BEGIN {
+    -v sp="create $sh_create / start $sh_start / delete $sh_delete" \
+    -v fp="create $fl_create / start $fl_start / delete $fl_delete" 'BEGIN {
     printf "command:   %s\n", cmd
     printf "runtimes:  %s vs %s\n", shim, runc
     printf "cycle:     create + start + delete -f of a policy-compliant busybox bundle running /bin/true\n"
@@ -182,9 +202,11 @@ awk -v n="$CYCLES" -v r="$runc_med" -v s="$shim_med" -v p="$pair_med" \
     printf "vibe-shim  median %8.2f ms  (n=%d)\n", s / 1000, n
     printf "phases, median ms: runc      %s\n", rp
     printf "phases, median ms: vibe-shim %s\n", sp
+    printf "phases, median ms: floor     %s\n", fp
     printf "ratio of medians (vibe-shim / runc): %.3f  (target <= 1.05)\n", s / r
     printf "median of per-cycle ratios:          %.3f\n", p
     printf "vibe-shim added per cycle (median):  %.2f ms\n", (s - r) / 1000
+    printf "floor (sh exec wrapper + /bin/true hook): median %.2f ms, ratio %.3f\n", f / 1000, f / r
     printf "peak RSS, vibe-shim policy explain:            %6d KiB\n", re
     printf "peak RSS, vibe-shim create exec-ing /bin/true: %6d KiB (floor: /bin/true alone %d KiB)\n", rc, rt
     printf "peak RSS, runc --version (for scale):          %6d KiB\n", rr
