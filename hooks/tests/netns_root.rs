@@ -42,6 +42,22 @@ fn table(ns: &Netns) -> String {
     .into_owned()
 }
 
+/// A bundle whose config.json binds a resolv.conf with `text`, as Docker's do.
+fn bundle_with_resolv_conf(text: &str) -> tempfile::TempDir {
+    let bundle = tempfile::tempdir().unwrap();
+    let resolv = bundle.path().join("resolv.conf");
+    std::fs::write(&resolv, text).unwrap();
+    std::fs::write(
+        bundle.path().join("config.json"),
+        serde_json::json!({"root": {"path": "rootfs"}, "mounts": [
+            {"destination": "/etc/resolv.conf", "type": "bind", "source": resolv,
+             "options": ["rbind", "ro"]}]})
+        .to_string(),
+    )
+    .unwrap();
+    bundle
+}
+
 fn has_default_route(ns: &Netns) -> bool {
     let v4 = ns.ip(&["-4", "route", "show", "default"]);
     let v6 = ns.ip(&["-6", "route", "show", "default"]);
@@ -240,17 +256,7 @@ fn docker28_order_network_arrives_after_create() {
 fn dns_allows_the_resolv_conf_nameservers_at_create_and_start() {
     let mut lab = Lab::new_detached("dns");
     let guard = host_guard();
-    let bundle = tempfile::tempdir().unwrap();
-    let resolv = bundle.path().join("resolv.conf");
-    std::fs::write(&resolv, "nameserver 203.0.113.6\nnameserver 127.0.0.11\n").unwrap();
-    std::fs::write(
-        bundle.path().join("config.json"),
-        serde_json::json!({"root": {"path": "rootfs"}, "mounts": [
-            {"destination": "/etc/resolv.conf", "type": "bind", "source": resolv,
-             "options": ["rbind", "ro"]}]})
-        .to_string(),
-    )
-    .unwrap();
+    let bundle = bundle_with_resolv_conf("nameserver 203.0.113.6\nnameserver 127.0.0.11\n");
     let pid = lab.container.spawn(&["sleep", "60"]);
     let net = policy(NetworkMode::Allowlist, &["203.0.113.5:8080"], true);
     run_network_hook(&state(pid, bundle.path()), &net).unwrap();
@@ -353,17 +359,7 @@ fn fails_closed() {
 fn netlink_and_nft_install_the_same_table() {
     use vibe_hooks::ruleset::{output_rules, HostFacts};
     let guard = host_guard();
-    let bundle = tempfile::tempdir().unwrap();
-    let resolv = bundle.path().join("resolv.conf");
-    std::fs::write(&resolv, "nameserver 192.0.2.53\nnameserver 2001:db8::53\n").unwrap();
-    std::fs::write(
-        bundle.path().join("config.json"),
-        serde_json::json!({"root": {"path": "rootfs"}, "mounts": [
-            {"destination": "/etc/resolv.conf", "type": "bind", "source": resolv,
-             "options": ["rbind", "ro"]}]})
-        .to_string(),
-    )
-    .unwrap();
+    let bundle = bundle_with_resolv_conf("nameserver 192.0.2.53\nnameserver 2001:db8::53\n");
     let every_allow_form = [
         "192.0.2.10",
         "198.51.100.0/24:443",
