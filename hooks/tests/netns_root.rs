@@ -453,3 +453,35 @@ fn hook_timing() {
     }
     guard.assert_host_unchanged();
 }
+
+/// A second hook run in a namespace that already has the table (a container
+/// joining another's network, `--network container:X`) replaces the rules in
+/// one transaction: the table then answers to the new policy only.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn reapplying_replaces_the_rules() {
+    let mut lab = Lab::new("again");
+    let guard = host_guard();
+    let pid = lab.container.spawn(&["sleep", "60"]);
+    let st = state(pid, Path::new("/nonexistent"));
+    let open = policy(NetworkMode::Open, &[], false);
+    let allow = policy(NetworkMode::Allowlist, &["203.0.113.5:8080"], false);
+    run_network_hook(&st, &open).unwrap();
+    check_before_start(pid, &open).unwrap();
+    assert!(lab.container.tcp_answers(netns::UNLISTED_HOST, 8080));
+
+    let t = Instant::now();
+    run_network_hook(&st, &allow).unwrap();
+    println!("re-apply over an existing table: {:?}", t.elapsed());
+    check_before_start(pid, &allow).unwrap();
+    let err = check_before_start(pid, &open).unwrap_err();
+    assert!(matches!(err, HookError::TableForeign { .. }), "{err}");
+    let listing = table(&lab.container);
+    assert!(
+        !listing.contains("10.0.0.0/8"),
+        "open mode's rules stayed:\n{listing}"
+    );
+    assert!(lab.container.tcp_answers(netns::PUBLIC_HOST, 8080));
+    assert!(!lab.container.tcp_answers(netns::UNLISTED_HOST, 8080));
+    guard.assert_host_unchanged();
+}
