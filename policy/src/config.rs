@@ -297,8 +297,9 @@ pub struct NetworkSection {
     pub allow: Vec<AllowRule>,
     /// Also allow DNS to the resolvers in the container's own resolv.conf.
     pub dns: bool,
-    /// The `nft` binary the hook runs; when absent, searched in the hook's own
-    /// PATH (set in the hook entry from the creating process's PATH).
+    /// An `nft` binary for the hook to run instead of programming nf_tables
+    /// over netlink itself (the default, when absent). Absolute: runc runs
+    /// the hook from a directory the admin does not control.
     pub nft: Option<PathBuf>,
 }
 
@@ -422,6 +423,14 @@ impl Policy {
             if !p.is_absolute() {
                 return Err(invalid(
                     "runtime.path",
+                    format!("{} must be absolute", p.display()),
+                ));
+            }
+        }
+        if let Some(p) = &self.network.nft {
+            if !p.is_absolute() {
+                return Err(invalid(
+                    "network.nft",
                     format!("{} must be absolute", p.display()),
                 ));
             }
@@ -555,5 +564,14 @@ mod tests {
         assert!(parse("[network]\nmode = \"none\"\nallow = [\"1.2.3.4\"]\n").is_err());
         let p = parse("[network]\nmode = \"allowlist\"\nallow = [\"1.2.3.4:80\"]\n").unwrap();
         assert_eq!(p.network.allow.len(), 1);
+    }
+
+    #[test]
+    fn tool_paths_must_be_absolute() {
+        for (section, key) in [("runtime", "path"), ("network", "nft")] {
+            let err = parse(&format!("[{section}]\n{key} = \"nft\"\n")).unwrap_err();
+            assert!(err.to_string().contains("must be absolute"), "{err}");
+            assert!(parse(&format!("[{section}]\n{key} = \"/usr/sbin/x\"\n")).is_ok());
+        }
     }
 }
