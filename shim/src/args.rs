@@ -366,13 +366,6 @@ pub fn flag_value<'a>(items: &'a [Item], wanted: &str) -> Option<&'a OsString> {
 }
 
 /// The first positional argument (the container id for most verbs).
-/// Every occurrence of the flag `wanted` (its long name) among scanned items.
-pub fn flags_named<'a>(items: &'a [Item], wanted: &'a str) -> impl Iterator<Item = &'a Item> + 'a {
-    items
-        .iter()
-        .filter(move |item| matches!(item, Item::Flag { name, .. } if name == wanted))
-}
-
 pub fn first_positional(items: &[Item]) -> Option<&OsString> {
     items.iter().find_map(|item| match item {
         Item::Positional { value, .. } => Some(value),
@@ -418,6 +411,27 @@ impl Edits {
             self.remove.push(*flag_index);
             self.remove.extend(*value_index);
         }
+    }
+
+    /// The last `--name` flag and its value (empty if it has none), with
+    /// every earlier `--name` removed: runc reads the last one, and only the
+    /// one vibe-shim rewrites may reach it.
+    pub fn keep_last_flag<'a>(
+        &mut self,
+        items: &'a [Item],
+        name: &str,
+    ) -> Option<(&'a Item, OsString)> {
+        let mut last: Option<(&Item, &Option<OsString>)> = None;
+        for item in items {
+            if let Item::Flag { name: n, value, .. } = item {
+                if n == name {
+                    if let Some((earlier, _)) = last.replace((item, value)) {
+                        self.remove_flag(earlier);
+                    }
+                }
+            }
+        }
+        last.map(|(item, value)| (item, value.clone().unwrap_or_default()))
     }
 
     /// Adds tokens right after the verb (before the container id).
@@ -686,6 +700,21 @@ mod tests {
                 "sh"
             ]
         );
+    }
+
+    #[test]
+    fn only_the_last_of_a_repeated_flag_survives() {
+        let args = os(&["--process", "/a", "-e", "X=1", "-p=/b", "ctr", "sh"]);
+        let items = scan_verb(&args, EXEC_FLAGS, true);
+        let mut edits = Edits::default();
+        let (last, value) = edits.keep_last_flag(&items, "process").unwrap();
+        assert_eq!(value, "/b");
+        edits.set_flag_value(last, OsStr::new("/new"));
+        assert_eq!(
+            strs(&edits.apply(&args)),
+            ["-e", "X=1", "-p=/new", "ctr", "sh"]
+        );
+        assert!(edits.keep_last_flag(&items, "cwd").is_none());
     }
 
     /// Lines recorded from containerd-shim-runc-v2 (containerd 1.6.20) on

@@ -10,7 +10,7 @@ use vibe_policy::config::normalise_capability;
 use vibe_policy::{enforce_process, Change, Denial, Policy, Record};
 
 use super::{lossy, min_private_fd, refusal, Ctx, Outcome};
-use crate::args::{first_positional, flag_value, flags_named, scan_verb, Edits, Item, EXEC_FLAGS};
+use crate::args::{first_positional, flag_value, scan_verb, Edits, Item, EXEC_FLAGS};
 use crate::private_file::sealed_memfd;
 
 pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
@@ -32,12 +32,7 @@ fn rewrite(
 ) -> Result<(Vec<OsString>, Vec<Change>), vibe_policy::Refusal> {
     let mut edits = Edits::default();
     let mut changes = Vec::new();
-    let process_flags: Vec<&Item> = flags_named(items, "process").collect();
-    if let Some((last, earlier)) = process_flags.split_last() {
-        for item in earlier {
-            edits.remove_flag(item);
-        }
-        let path = flag_item_value(last).unwrap_or_default();
+    if let Some((last, path)) = edits.keep_last_flag(items, "process") {
         let (new_path, process_changes) = rewrite_process_file(ctx, &path, items)?;
         edits.set_flag_value(last, new_path.as_os_str());
         changes.extend(process_changes);
@@ -50,13 +45,6 @@ fn rewrite(
     rewrite_flags(&ctx.policy, items, &mut edits, &mut record);
     changes.extend(record.changes);
     Ok((edits.apply(args), changes))
-}
-
-fn flag_item_value(item: &Item) -> Option<OsString> {
-    match item {
-        Item::Flag { value, .. } => value.clone(),
-        Item::Positional { value, .. } => Some(value.clone()),
-    }
 }
 
 fn rewrite_process_file(

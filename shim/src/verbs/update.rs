@@ -11,7 +11,7 @@ use vibe_policy::rules::pids;
 use vibe_policy::{enforce_update, Change, Denial, Record, Refusal};
 
 use super::{lossy, refusal, Ctx, Outcome};
-use crate::args::{first_positional, flags_named, scan_verb, Edits, Item, UPDATE_FLAGS};
+use crate::args::{first_positional, scan_verb, Edits, Item, UPDATE_FLAGS};
 use crate::private_file::sealed_memfd;
 
 pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
@@ -34,15 +34,7 @@ fn rewrite(
 ) -> Result<(Vec<OsString>, Vec<Change>), Refusal> {
     let mut edits = Edits::default();
     let mut changes = Vec::new();
-    let resources: Vec<&Item> = flags_named(items, "resources").collect();
-    if let Some((last, earlier)) = resources.split_last() {
-        for item in earlier {
-            edits.remove_flag(item);
-        }
-        let source = match last {
-            Item::Flag { value, .. } => value.clone().unwrap_or_default(),
-            Item::Positional { value, .. } => value.clone(),
-        };
+    if let Some((last, source)) = edits.keep_last_flag(items, "resources") {
         let denial =
             |reason: String| refusal(Denial::new("update", "--resources", lossy(&source), reason));
         let bytes = read_resources(&source, stdin).map_err(|e| denial(e.to_string()))?;
