@@ -117,11 +117,10 @@ pub fn run_network_hook(state_json: &[u8], net: &NetworkSection) -> Result<(), H
     };
     let plan = route_plan(net, &facts.nameservers);
     let rules = ruleset::output_rules(net, &facts);
-    let text = nft.as_ref().map(|_| ruleset::ruleset(net, &facts));
     in_netns(netns, move || {
-        match (nft, text) {
-            (Some(nft), Some(text)) => nft::apply(&nft, &text)?,
-            _ => nftables::apply(&rules)?,
+        match nft {
+            Some(nft) => nft::apply(&nft, &ruleset::ruleset(&rules))?,
+            None => nftables::apply(&rules)?,
         }
         route_work(plan)
     })

@@ -40,30 +40,22 @@ fn is_executable(path: &Path) -> bool {
 
 /// `nft -f -` with `batch` on stdin: one transaction.
 pub fn apply(nft: &Path, batch: &str) -> Result<(), NftError> {
-    run(nft, &["-f", "-"], Some(batch)).map(|_| ())
-}
-
-fn run(nft: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, NftError> {
     let spawn_err = |source| NftError::Spawn {
         path: nft.to_path_buf(),
         source,
     };
     let mut child = Command::new(nft)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(spawn_err)?;
     let mut truncated = false;
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+    if let Some(mut pipe) = child.stdin.take() {
         // An nft that exits before reading all its input closes the pipe:
         // its exit status and stderr, not EPIPE, say why.
-        match pipe.write_all(text.as_bytes()) {
+        match pipe.write_all(batch.as_bytes()) {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => truncated = true,
             Err(e) => return Err(spawn_err(e)),
             Ok(()) => {}
@@ -72,7 +64,7 @@ fn run(nft: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, NftErro
     let out = child.wait_with_output().map_err(spawn_err)?;
     // Success without reading the whole batch is not success.
     if out.status.success() && !truncated {
-        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        return Ok(());
     }
     let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if truncated {

@@ -224,8 +224,8 @@ fn allow_rule(rule: &AllowRule) -> Rule {
     )
 }
 
-/// The full `nft -f -` batch for this policy.
-pub fn ruleset(net: &NetworkSection, facts: &HostFacts) -> String {
+/// The full `nft -f -` batch for these output rules.
+pub fn ruleset(output_rules: &[Rule]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "add table {TABLE}");
     let _ = writeln!(out, "flush table {TABLE}");
@@ -235,7 +235,7 @@ pub fn ruleset(net: &NetworkSection, facts: &HostFacts) -> String {
         out,
         "\t\ttype filter hook output priority filter; policy drop;"
     );
-    for rule in output_rules(net, facts) {
+    for rule in output_rules {
         let _ = writeln!(out, "\t\t{rule}");
     }
     let _ = writeln!(out, "\t}}");
@@ -349,6 +349,10 @@ mod tests {
         list.iter().map(|a| a.parse().unwrap()).collect()
     }
 
+    fn batch(net: &NetworkSection, facts: &HostFacts) -> String {
+        ruleset(&output_rules(net, facts))
+    }
+
     fn texts(net: &NetworkSection, facts: &HostFacts) -> Vec<String> {
         output_rules(net, facts)
             .iter()
@@ -376,7 +380,7 @@ table inet vibe_shim {\n";
     #[test]
     fn none_mode_golden() {
         let net = section(NetworkMode::None, &[], false);
-        let text = ruleset(&net, &HostFacts::default());
+        let text = batch(&net, &HostFacts::default());
         let expected = format!(
             "{HEAD}\tchain output {{\n\
 \t\ttype filter hook output priority filter; policy drop;\n\
@@ -401,7 +405,7 @@ table inet vibe_shim {\n";
             nameservers: addrs(&["192.0.2.53"]),
             host_addrs: addrs(&["203.0.113.9"]),
         };
-        assert_eq!(ruleset(&net, &facts), ruleset(&net, &HostFacts::default()));
+        assert_eq!(batch(&net, &facts), batch(&net, &HostFacts::default()));
     }
 
     #[test]
@@ -456,7 +460,7 @@ table inet vibe_shim {\n";
             nameservers: addrs(&["192.0.2.53"]),
             host_addrs: vec![],
         };
-        let text = ruleset(&net, &facts);
+        let text = batch(&net, &facts);
         assert!(text.contains("ip daddr 127.0.0.11 drop"));
         assert!(!text.contains("dport 53"));
         assert!(!text.contains("192.0.2.53"));
@@ -523,7 +527,7 @@ table inet vibe_shim {\n";
     #[test]
     fn open_mode_keeps_documentation_ranges_reachable() {
         let net = section(NetworkMode::Open, &[], false);
-        let text = ruleset(&net, &HostFacts::default());
+        let text = batch(&net, &HostFacts::default());
         for doc in ["192.0.2.", "198.51.100.", "203.0.113.", "2001:db8"] {
             assert!(!text.contains(doc), "{doc} must stay reachable:\n{text}");
         }
@@ -557,7 +561,7 @@ table inet vibe_shim {\n";
 
     #[test]
     fn batch_replaces_atomically() {
-        let text = ruleset(&NetworkSection::default(), &HostFacts::default());
+        let text = batch(&NetworkSection::default(), &HostFacts::default());
         let lines: Vec<&str> = text.lines().take(3).collect();
         assert_eq!(
             lines,
