@@ -254,30 +254,14 @@ impl Lab {
             "ip", "-n", p, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns",
             c,
         ]);
-        self.provider
-            .ip(&["addr", "add", "198.51.100.1/24", "dev", "eth0"]);
-        self.provider.ip(&[
-            "-6",
-            "addr",
-            "add",
-            "2001:db8:100::1/64",
-            "dev",
-            "eth0",
-            "nodad",
-        ]);
-        self.provider.ip(&["link", "set", "eth0", "up"]);
-        self.container
-            .ip(&["addr", "add", "198.51.100.2/24", "dev", "eth0"]);
-        self.container.ip(&[
-            "-6",
-            "addr",
-            "add",
-            "2001:db8:100::2/64",
-            "dev",
-            "eth0",
-            "nodad",
-        ]);
-        self.container.ip(&["link", "set", "eth0", "up"]);
+        // The provider is .1 / ::1 on the link, the container .2 / ::2.
+        for (ns, host) in [(&self.provider, 1), (&self.container, 2)] {
+            let v4 = format!("198.51.100.{host}/24");
+            ns.ip(&["addr", "add", &v4, "dev", "eth0"]);
+            let v6 = format!("2001:db8:100::{host}/64");
+            ns.ip(&["-6", "addr", "add", &v6, "dev", "eth0", "nodad"]);
+            ns.ip(&["link", "set", "eth0", "up"]);
+        }
         self.container
             .ip(&["route", "add", "default", "via", GATEWAY]);
         self.container
