@@ -362,18 +362,7 @@ impl World {
             ]);
         }
         for family in ["-4", "-6"] {
-            must(&[
-                "ip",
-                family,
-                "rule",
-                "add",
-                "iif",
-                bridge,
-                "lookup",
-                WORLD_TABLE,
-                "pref",
-                WORLD_TABLE,
-            ]);
+            must(&world_rule(family, "add", bridge));
         }
         ns.tcp_server(8080);
         ns.tcp_server(8081);
@@ -390,22 +379,28 @@ impl World {
 
     fn teardown(bridge: &str) {
         for family in ["-4", "-6"] {
-            let _ = run(&[
-                "ip",
-                family,
-                "rule",
-                "del",
-                "iif",
-                bridge,
-                "lookup",
-                WORLD_TABLE,
-                "pref",
-                WORLD_TABLE,
-            ]);
+            let _ = run(&world_rule(family, "del", bridge));
             let _ = run(&["ip", family, "route", "flush", "table", WORLD_TABLE]);
         }
         let _ = run(&["ip", "link", "del", WORLD_HOST_IF]);
     }
+}
+
+/// The policy rule that sends traffic from the bridge to the world table;
+/// one builder, so teardown deletes exactly what setup added.
+fn world_rule<'a>(family: &'a str, verb: &'a str, bridge: &'a str) -> [&'a str; 10] {
+    [
+        "ip",
+        family,
+        "rule",
+        verb,
+        "iif",
+        bridge,
+        "lookup",
+        WORLD_TABLE,
+        "pref",
+        WORLD_TABLE,
+    ]
 }
 
 /// Waits until the host-side link-local address is configured, so it does
