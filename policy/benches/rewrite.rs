@@ -55,6 +55,7 @@ fn rewrite(c: &mut Criterion) {
             "timeout": 10
         })),
         runtime_path: PathBuf::from("/usr/sbin/runc"),
+        ..CreateContext::default()
     };
     // Fail loudly if the bench would measure a refusal instead of a rewrite.
     if let Err(refusal) = enforce_create(spec.clone(), &policy, &host, &ctx) {

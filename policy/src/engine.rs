@@ -26,6 +26,11 @@ pub struct CreateContext {
     pub network_hook: Option<Value>,
     /// The real runtime vibe-shim will exec; judged by the network rule.
     pub runtime_path: PathBuf,
+    /// The engine's bundle directory as given (`--bundle`, or the working
+    /// directory), absolute. A relative `root.path` is relative to it.
+    pub bundle: PathBuf,
+    /// runc's `--root`, absolute and clean (`/run/runc` when not given).
+    pub runc_root: PathBuf,
 }
 
 /// A rewritten document plus everything that was changed in it.

@@ -99,6 +99,7 @@ fn create(spec: &Value) -> Result<Rewrite, Refusal> {
         container_id: container_id(spec),
         network_hook: Some(network_hook()),
         runtime_path: PathBuf::from("/usr/sbin/runc"),
+        ..CreateContext::default()
     };
     enforce_create(spec.clone(), &policy(), &host(), &ctx)
 }

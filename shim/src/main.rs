@@ -10,6 +10,8 @@ mod log;
 mod policy_file;
 mod private_file;
 mod runtime;
+#[allow(dead_code)] // TEMP: wired in by create, exec, update, start and delete
+mod state_dir;
 mod verbs;
 
 use std::ffi::{CString, OsString};

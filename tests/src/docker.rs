@@ -25,6 +25,11 @@ pub const IMAGE: &str = "vibe-busybox:latest";
 pub fn runtime() -> String {
     std::env::var("VIBE_TEST_RUNTIME").unwrap_or_else(|_| "vibe-shim".to_string())
 }
+/// The runtime registered with `tests/policies/<stem>.toml`:
+/// `vibe-shim-<stem>`, or `$VIBE_TEST_RUNTIME-<stem>` when that is set.
+pub fn runtime_for(stem: &str) -> String {
+    format!("{}-{stem}", runtime())
+}
 /// Default bound for one docker client call.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 

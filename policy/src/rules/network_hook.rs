@@ -95,6 +95,7 @@ mod tests {
             container_id: "c1".into(),
             network_hook: hook,
             runtime_path: PathBuf::from(runtime),
+            ..CreateContext::default()
         };
         let cx = RuleContext {
             policy: &policy,

@@ -76,6 +76,8 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
         container_id: container_id.clone(),
         network_hook: Some(hook),
         runtime_path: ctx.runtime.clone(),
+        bundle: std::path::absolute(&bundle).unwrap_or_else(|_| bundle.clone()),
+        runc_root: crate::state_dir::runc_root(ctx.root.as_deref()),
     };
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|rewrite| {
         write_atomically(&spec_path, &rewrite.document)

@@ -78,6 +78,7 @@ fn explain(
         container_id: id,
         network_hook: None,
         runtime_path,
+        ..CreateContext::default()
     };
     let mut out = format!(
         "policy: {}\nbundle: {}\n",

@@ -1,0 +1,210 @@
+//! vibe-shim's own per-container directory, which nobody but root can change:
+//!
+//! ```text
+//! /run/vibe-shim/containers/<runc root, escaped>/<container id>/
+//!     config.json   the judged spec: this directory is the bundle runc gets
+//!     ...           other per-container state (staged bind sources, ...)
+//! ```
+//!
+//! It exists because the engine's bundle directory is not ours: whatever is
+//! in it can change between our check and runc's read. Keyed by runc's root
+//! as well as the id, since two engines (or two containerd namespaces) may
+//! reuse an id under different roots.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// Where every per-container directory lives.
+pub const BASE: &str = "/run/vibe-shim/containers";
+/// runc's state directory when `--root` is not given (as root).
+pub const DEFAULT_RUNC_ROOT: &str = "/run/runc";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateDirError {
+    #[error("invalid container id {0:?} (runc allows letters, digits, '_', '+', '-' and '.')")]
+    BadId(String),
+    #[error("{path}: {reason}")]
+    Unsafe { path: String, reason: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateDirError + '_ {
+    move |source| StateDirError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// runc's own id rule (`^[\w+\-\.]+$`, not `.` or `..`): anything else would
+/// be refused by runc anyway, and could escape the directory.
+pub fn check_id(id: &str) -> Result<(), StateDirError> {
+    let ok = !id.is_empty()
+        && id != "."
+        && id != ".."
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StateDirError::BadId(id.to_string()))
+    }
+}
+
+/// The absolute, lexically clean form of runc's `--root` (runc makes it
+/// absolute the same way, against its working directory).
+pub fn runc_root(root: Option<&OsStr>) -> PathBuf {
+    let given = Path::new(root.unwrap_or(OsStr::new(DEFAULT_RUNC_ROOT)));
+    let absolute = if given.is_absolute() {
+        given.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(given)
+    };
+    let mut clean = PathBuf::from("/");
+    for part in absolute.components() {
+        match part {
+            std::path::Component::Normal(p) => clean.push(p),
+            std::path::Component::ParentDir => {
+                clean.pop();
+            }
+            _ => {}
+        }
+    }
+    clean
+}
+
+/// One path component naming a runc root: every byte outside `[A-Za-z0-9._-]`
+/// as `%XX`, so distinct roots never share a directory.
+fn escape_root(root: &Path) -> String {
+    let mut out = String::new();
+    for &b in root.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The container's directory under `base` (without creating it).
+pub fn container_dir_in(base: &Path, root: &Path, id: &str) -> Result<PathBuf, StateDirError> {
+    check_id(id)?;
+    Ok(base.join(escape_root(root)).join(id))
+}
+
+/// [`container_dir_in`] under [`BASE`].
+pub fn container_dir(root: &Path, id: &str) -> Result<PathBuf, StateDirError> {
+    container_dir_in(Path::new(BASE), root, id)
+}
+
+/// Creates `dir` and its missing parents as root-only (0700) directories,
+/// and checks that every existing one from `/` down is a real directory
+/// (not a symlink) owned by us and writable by nobody else, so no other
+/// user can swap anything below it.
+pub fn ensure_private(dir: &Path) -> Result<(), StateDirError> {
+    let me = nix::unistd::geteuid().as_raw();
+    let mut path = PathBuf::from("/");
+    for part in dir.components().skip(1) {
+        path.push(part);
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                    Ok(()) => {}
+                    // Another vibe-shim made it meanwhile: judged below.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(io(&path)(e)),
+                }
+            }
+            Err(e) => return Err(io(&path)(e)),
+        }
+        let meta = std::fs::symlink_metadata(&path).map_err(io(&path))?;
+        let unsafe_because = if !meta.file_type().is_dir() {
+            Some("not a directory")
+        } else if meta.uid() != me && meta.uid() != 0 {
+            Some("owned by another user")
+        } else if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+            Some("writable by group or others")
+        } else {
+            None
+        };
+        if let Some(reason) = unsafe_because {
+            return Err(StateDirError::Unsafe {
+                path: path.display().to_string(),
+                reason: reason.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Removes a container's directory and everything in it; absent is fine.
+pub fn remove(dir: &Path) -> Result<(), StateDirError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(dir)(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn ids_follow_runcs_rule() {
+        for ok in ["abc", "a.b-c_d+e", "0123456789abcdef"] {
+            assert!(check_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "ä", "x\n"] {
+            assert!(check_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn roots_are_absolute_clean_and_escaped_apart() {
+        assert_eq!(runc_root(None), PathBuf::from("/run/runc"));
+        assert_eq!(
+            runc_root(Some(OsStr::new("/run//x/../runc/"))),
+            PathBuf::from("/run/runc")
+        );
+        let a = container_dir_in(Path::new("/b"), Path::new("/run/a_b"), "c").unwrap();
+        let b = container_dir_in(Path::new("/b"), Path::new("/run/a/b"), "c").unwrap();
+        assert_ne!(a, b);
+        assert_eq!(b, PathBuf::from("/b/%2Frun%2Fa%2Fb/c"));
+        assert!(container_dir_in(Path::new("/b"), Path::new("/r"), "../x").is_err());
+    }
+
+    #[test]
+    fn private_dirs_are_made_0700_and_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b/c");
+        ensure_private(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        ensure_private(&dir).unwrap();
+        // A world-writable level (without the sticky bit) is refused.
+        std::fs::set_permissions(tmp.path().join("a"), std::fs::Permissions::from_mode(0o777))
+            .unwrap();
+        assert!(ensure_private(&dir).is_err());
+        std::fs::set_permissions(tmp.path().join("a"), std::fs::Permissions::from_mode(0o700))
+            .unwrap();
+        // A symlink on the way is refused.
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(tmp.path().join("a"), &link).unwrap();
+        assert!(ensure_private(&link.join("b")).is_err());
+        remove(&dir).unwrap();
+        remove(&dir).unwrap();
+        assert!(!dir.exists());
+    }
+}
