@@ -87,9 +87,14 @@ pub fn env() -> &'static Env {
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
             .collect();
+        // REPO and VIBE_SHIM_BIN may be overridden from the environment, to
+        // run a work tree's suites against an env started from another.
         let get = |k: &str| {
-            vars.get(k)
-                .cloned()
+            let overridable = matches!(k, "REPO" | "VIBE_SHIM_BIN");
+            overridable
+                .then(|| std::env::var(k).ok())
+                .flatten()
+                .or_else(|| vars.get(k).cloned())
                 .unwrap_or_else(|| panic!("{k} missing from {}", file.display()))
         };
         let env = Env {
