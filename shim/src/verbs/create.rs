@@ -127,7 +127,7 @@ pub fn read_spec(path: &Path) -> Result<Value, CreateError> {
 /// its bundle directory. runc gets our private directory as its bundle, so
 /// they are anchored to the engine's bundle first, as runc would have read
 /// them; the rules then judge absolute paths.
-fn anchor_relative_paths(spec: &mut Value, bundle: &Path) {
+pub fn anchor_relative_paths(spec: &mut Value, bundle: &Path) {
     let anchor = |value: &mut Value| {
         if let Some(path) = value.as_str().filter(|p| !p.starts_with('/')) {
             *value = Value::from(bundle.join(path).to_string_lossy().into_owned());
