@@ -280,6 +280,42 @@ mod tests {
     }
 
     #[test]
+    fn a_client_blocking_vsock_its_own_way_keeps_the_four_families() {
+        let socket_rules = |profile: &Value| -> Vec<Value> {
+            profile["syscalls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| names_of(r).contains(&"socket".to_string()))
+                .cloned()
+                .collect()
+        };
+        let expected = socket_rules(&builtin());
+        let mut docker = fixture("default")["linux"]["seccomp"].clone();
+        // Either "allow unless AF_VSOCK" ...
+        let mut unless = docker.clone();
+        let names = unless["syscalls"][0]["names"].as_array_mut().unwrap();
+        names.retain(|n| n != "socket");
+        unless["syscalls"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"names": ["socket"],
+            "action": "SCMP_ACT_ALLOW", "args": [{"index": 0, "value": 40, "op": "SCMP_CMP_NE"}]}));
+        // ... or "allow, and errno for AF_VSOCK".
+        docker["syscalls"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"names": ["socket"],
+            "action": "SCMP_ACT_ERRNO", "errnoRet": 97,
+            "args": [{"index": 0, "value": 40, "op": "SCMP_CMP_EQ"}]}));
+        for client in [unless, docker] {
+            let mut spec = json!({"linux": {"seccomp": client}});
+            run(&mut spec, &Policy::default(), &FakeHost::new());
+            assert_eq!(socket_rules(&spec["linux"]["seccomp"]), expected);
+        }
+    }
+
+    #[test]
     fn permissive_defaults_and_listeners_are_narrowed() {
         for profile in [
             json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["reboot"], "action": "SCMP_ACT_ERRNO"}]}),
