@@ -154,7 +154,7 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
         .collect();
 
     let mut kept = Vec::new();
-    let mut narrowed = Vec::new();
+    let mut narrowed = Narrowed::default();
     for rule in rules {
         let names = strings(rule.get("names"));
         let mut keep = Vec::new();
@@ -175,7 +175,7 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
                             keep.push(name);
                         } else {
                             for conds in both {
-                                add_rule(&mut narrowed, rule, &name, &conds);
+                                narrowed.add(rule, &name, &conds);
                             }
                         }
                     }
@@ -189,7 +189,7 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
             kept.push(rule);
         }
     }
-    kept.extend(narrowed);
+    kept.extend(narrowed.rules);
     kept.extend(client_denials(&verdicts, default));
 
     let mut out = policy.clone();
@@ -221,11 +221,12 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
 
 /// Every non-empty, loadable conjunction of a policy and a client alternative.
 fn conjunctions(policy_alts: &[Conds], client_alts: &[Conds]) -> Vec<Conds> {
+    let mut seen = BTreeSet::new();
     let mut out: Vec<Conds> = Vec::new();
     for p in policy_alts {
         for c in client_alts {
             if let Conjunction::Rule(conds) = conjoin(p, c) {
-                if !out.contains(&conds) {
+                if seen.insert(conds.clone()) {
                     out.push(conds);
                 }
             }
@@ -238,28 +239,39 @@ fn same_set(a: &[Conds], b: &[Conds]) -> bool {
     a.iter().all(|x| b.contains(x)) && b.iter().all(|x| a.contains(x))
 }
 
-/// Adds `name` under `conds` with the action of `template`, sharing a rule
-/// with other names under the same action and conditions.
-fn add_rule(out: &mut Vec<Value>, template: &Value, name: &str, conds: &Conds) {
-    let args: Vec<Value> = conds.iter().map(|c| c.to_json()).collect();
-    let same = |r: &Value| {
-        r.get("action") == template.get("action")
-            && r.get("errnoRet") == template.get("errnoRet")
-            && r.get("args").and_then(Value::as_array) == Some(&args)
-    };
-    if let Some(Value::Array(names)) = out
-        .iter_mut()
-        .find(|r| same(r))
-        .and_then(|r| r.get_mut("names"))
-    {
-        names.push(json!(name));
-        return;
+/// Rules added for conditions on both sides, one per action and conditions.
+#[derive(Default)]
+struct Narrowed {
+    rules: Vec<Value>,
+    /// (action, errnoRet, args) as text -> index in `rules`.
+    index: BTreeMap<String, usize>,
+}
+
+impl Narrowed {
+    /// Adds `name` under `conds` with the action of `template`.
+    fn add(&mut self, template: &Value, name: &str, conds: &Conds) {
+        let args = Value::Array(conds.iter().map(|c| c.to_json()).collect());
+        let key = format!(
+            "{}\0{}\0{args}",
+            str_field(template, "action"),
+            template.get("errnoRet").unwrap_or(&Value::Null)
+        );
+        if let Some(Value::Array(names)) = self
+            .index
+            .get(&key)
+            .and_then(|&i| self.rules.get_mut(i))
+            .and_then(|r| r.get_mut("names"))
+        {
+            names.push(json!(name));
+            return;
+        }
+        let mut rule = template.clone();
+        let map = as_object(&mut rule);
+        map.insert("names".to_string(), json!([name]));
+        map.insert("args".to_string(), args);
+        self.index.insert(key, self.rules.len());
+        self.rules.push(rule);
     }
-    let mut rule = template.clone();
-    let map = as_object(&mut rule);
-    map.insert("names".to_string(), json!([name]));
-    map.insert("args".to_string(), Value::Array(args));
-    out.push(rule);
 }
 
 /// One rule per client stopping action for the syscalls the client denies
