@@ -309,10 +309,13 @@ fn hostile_flags_are_undone() {
         "no values: {audit}"
     );
 
+    // Docker's default profile, narrowed to the built-in, and no profile at
+    // all come out the same.
+    let default = create(&fx["default"]).unwrap().document;
     for case in ["privileged", "seccomp-unconfined"] {
         let out = create(&fx[case]).unwrap().document;
         assert_eq!(
-            out["linux"]["seccomp"], fx["default"]["linux"]["seccomp"],
+            out["linux"]["seccomp"], default["linux"]["seccomp"],
             "{case}"
         );
     }

@@ -18,6 +18,8 @@ pub mod proc_fd;
 pub mod propagation;
 pub mod readonly_root;
 pub mod seccomp;
+mod seccomp_args;
+mod seccomp_merge;
 pub mod sysctls;
 pub mod tmpfs;
 pub mod user;

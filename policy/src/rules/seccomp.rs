@@ -1,15 +1,25 @@
-//! Every container gets a seccomp filter that denies by default. A missing
-//! filter, one whose default lets syscalls through, or one that hands
-//! decisions to an outside agent (`listenerPath`) is replaced with the
-//! policy's profile, or the built-in one (Docker 20.10's default for this
-//! machine). Syscall names the host's libseccomp does not know are then
-//! dropped explicitly (runc would skip them silently), so the result is
+//! Every container gets a seccomp filter that denies by default: the
+//! policy's profile (`seccomp.profile`, or the built-in one), narrowed by the
+//! client's profile when the spec has one. The client can only take syscalls
+//! away (see [`super::seccomp_merge`]); no action, listener, architecture or
+//! flag of its profile lets through what the policy's profile stops.
+//! Syscall names the host's libseccomp does not know are then dropped
+//! explicitly (runc would skip them silently), so the result is
 //! deterministic.
+//!
+//! The built-in profile is Docker 20.10's generated default with the socket
+//! surface the network wall cannot police taken out: `socket` only for
+//! AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK, `socketpair` only for AF_UNIX,
+//! no io_uring (IORING_OP_SOCKET makes sockets without socket(2)), and no
+//! 32-bit x86 ABI: libseccomp turns a conditional `socket` rule into an
+//! unconditional `socketcall(SYS_SOCKET)` rule there, and socketcall's
+//! arguments sit in memory seccomp cannot read.
 
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
+use super::seccomp_merge::merge;
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
 use crate::json::{as_object, object_at, str_field};
@@ -18,17 +28,6 @@ const RULE: &str = "seccomp";
 const FIELD: &str = "/linux/seccomp";
 const FIELD_KEY: &str = "seccomp";
 const BUILTIN_PROFILE: &str = include_str!("seccomp_default.json");
-
-/// Default actions that stop a syscall no rule allowed. Anything else
-/// (ALLOW, LOG, TRACE, NOTIFY, unknown or missing) lets it run, or lets
-/// someone other than the kernel decide.
-const CONFINING_DEFAULTS: [&str; 5] = [
-    "SCMP_ACT_ERRNO",
-    "SCMP_ACT_KILL",
-    "SCMP_ACT_KILL_THREAD",
-    "SCMP_ACT_KILL_PROCESS",
-    "SCMP_ACT_TRAP",
-];
 
 /// The built-in profile, parsed once.
 fn builtin_profile() -> Result<&'static Value, Denial> {
@@ -47,18 +46,29 @@ fn builtin_profile() -> Result<&'static Value, Denial> {
 }
 
 pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let (policy_profile, source) = match &cx.policy.seccomp.loaded_profile {
+        Some(profile) => (profile, "policy profile"),
+        None => (builtin_profile()?, "built-in default"),
+    };
     let linux = object_at(spec, "linux");
-    let current = linux.get(FIELD_KEY).filter(|v| v.is_object());
-    if current.is_none_or(needs_replacing) {
-        let (replacement, source) = match &cx.policy.seccomp.loaded_profile {
-            Some(profile) => (profile.clone(), "policy profile"),
-            None => (builtin_profile()?.clone(), "built-in default"),
-        };
-        let before = current.map_or(Value::Null, summary);
-        let mut after = summary(&replacement);
+    let client = linux.get(FIELD_KEY).filter(|v| is_filter(v));
+    let (result, source) = match client {
+        None => (policy_profile.clone(), source.to_string()),
+        Some(client) => {
+            let merged = merge(policy_profile, client)
+                .map_err(|e| Denial::new(RULE, FIELD, source, e.to_string()))?;
+            (
+                merged,
+                format!("{source}, narrowed by the client's profile"),
+            )
+        }
+    };
+    if client != Some(&result) {
+        let before = client.map_or(Value::Null, summary);
+        let mut after = summary(&result);
         as_object(&mut after).insert("source".to_string(), json!(source));
-        linux.insert(FIELD_KEY.to_string(), replacement);
         rec.change(RULE, FIELD, before, after);
+        linux.insert(FIELD_KEY.to_string(), result);
     }
     if let Some(profile) = linux.get_mut(FIELD_KEY) {
         drop_unknown_syscalls(profile, cx, rec);
@@ -66,9 +76,14 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
     Ok(())
 }
 
-fn needs_replacing(profile: &Value) -> bool {
-    let default_action = str_field(profile, "defaultAction");
-    !CONFINING_DEFAULTS.contains(&default_action) || profile.get("listenerPath").is_some()
+/// Whether runc would install a filter for this: it skips a profile with no
+/// default action and no rules.
+fn is_filter(profile: &Value) -> bool {
+    let rules = profile
+        .get("syscalls")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty());
+    profile.is_object() && (!str_field(profile, "defaultAction").is_empty() || rules)
 }
 
 /// What the audit log shows of a profile: not the whole thing.
@@ -81,8 +96,10 @@ fn summary(profile: &Value) -> Value {
         "defaultAction": profile.get("defaultAction").cloned().unwrap_or(Value::Null),
         "syscallRules": rules,
     });
-    if let Some(listener) = profile.get("listenerPath") {
-        as_object(&mut out).insert("listenerPath".to_string(), listener.clone());
+    for key in ["listenerPath", "flags"] {
+        if let Some(value) = profile.get(key) {
+            as_object(&mut out).insert(key.to_string(), value.clone());
+        }
     }
     out
 }
@@ -148,20 +165,68 @@ mod tests {
         rec
     }
 
-    #[test]
-    fn builtin_profile_is_dockers_default() {
-        let builtin = builtin_profile().unwrap();
-        assert_eq!(builtin, &fixture("default")["linux"]["seccomp"]);
-        assert_eq!(builtin["defaultAction"], json!("SCMP_ACT_ERRNO"));
+    fn builtin() -> Value {
+        builtin_profile().unwrap().clone()
+    }
+
+    fn names_of(rule: &Value) -> Vec<String> {
+        crate::json::strings(rule.get("names"))
     }
 
     #[test]
-    fn docker_default_is_kept() {
+    fn builtin_profile_is_dockers_default_without_the_unpoliced_socket_surface() {
+        let builtin = builtin();
+        let docker = &fixture("default")["linux"]["seccomp"];
+        assert_eq!(builtin["defaultAction"], json!("SCMP_ACT_ERRNO"));
+        assert_eq!(
+            builtin["architectures"],
+            json!(["SCMP_ARCH_X86_64", "SCMP_ARCH_X32"])
+        );
+        let removed = [
+            "io_uring_enter",
+            "io_uring_register",
+            "io_uring_setup",
+            "socket",
+            "socketcall",
+            "socketpair",
+        ];
+        let mut expected = names_of(&docker["syscalls"][0]);
+        expected.retain(|n| !removed.contains(&n.as_str()));
+        assert_eq!(names_of(&builtin["syscalls"][0]), expected);
+        let rules = builtin["syscalls"].as_array().unwrap();
+        assert_eq!(&rules[1..12], &docker["syscalls"].as_array().unwrap()[1..]);
+        let socket: Vec<&Value> = rules
+            .iter()
+            .filter(|r| names_of(r).contains(&"socket".to_string()))
+            .collect();
+        let families: Vec<&Value> = socket.iter().map(|r| &r["args"][0]["value"]).collect();
+        // AF_UNIX, AF_INET, AF_INET6, AF_NETLINK; nothing else, so no AF_VSOCK (40).
+        assert_eq!(families, [&json!(1), &json!(2), &json!(10), &json!(16)]);
+        for rule in socket {
+            assert_eq!(rule["args"][0]["op"], json!("SCMP_CMP_EQ"));
+            assert_eq!(rule["args"].as_array().unwrap().len(), 1);
+        }
+        assert_eq!(
+            rules.last().unwrap(),
+            &json!({"names": ["socketpair"], "action": "SCMP_ACT_ALLOW",
+                "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"}]})
+        );
+    }
+
+    #[test]
+    fn docker_default_comes_out_as_the_builtin() {
         let mut spec = fixture("default");
-        let before = spec.clone();
         let rec = run(&mut spec, &Policy::default(), &FakeHost::new());
-        assert!(rec.changes.is_empty());
-        assert_eq!(spec, before);
+        assert_eq!(spec["linux"]["seccomp"], builtin());
+        assert_eq!(rec.changes.len(), 1);
+        assert_eq!(
+            rec.changes[0].after,
+            json!({"defaultAction": "SCMP_ACT_ERRNO", "syscallRules": 17,
+                "source": "built-in default, narrowed by the client's profile"})
+        );
+        // Judged again, the result is kept as it is.
+        let again = run(&mut spec, &Policy::default(), &FakeHost::new());
+        assert!(again.changes.is_empty());
     }
 
     #[test]
@@ -170,40 +235,122 @@ mod tests {
             let mut spec = fixture(name);
             assert!(spec["linux"].get("seccomp").is_none());
             let rec = run(&mut spec, &Policy::default(), &FakeHost::new());
-            assert_eq!(
-                spec["linux"]["seccomp"],
-                fixture("default")["linux"]["seccomp"]
-            );
+            assert_eq!(spec["linux"]["seccomp"], builtin());
             assert_eq!(rec.changes.len(), 1);
             let change = &rec.changes[0];
             assert_eq!(change.field, "/linux/seccomp");
             assert_eq!(change.before, Value::Null);
             assert_eq!(
                 change.after,
-                json!({"defaultAction": "SCMP_ACT_ERRNO", "syscallRules": 12, "source": "built-in default"})
+                json!({"defaultAction": "SCMP_ACT_ERRNO", "syscallRules": 17, "source": "built-in default"})
             );
         }
     }
 
     #[test]
-    fn permissive_defaults_and_listeners_are_replaced() {
+    fn a_permissive_client_profile_gets_no_more_than_the_builtin() {
+        // defaultAction errno, but every syscall allowed by name.
+        let mut names: Vec<String> = builtin()["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(names_of)
+            .collect();
+        names.extend(
+            [
+                "unshare",
+                "setns",
+                "mount",
+                "keyctl",
+                "add_key",
+                "bpf",
+                "io_uring_setup",
+                "socketcall",
+            ]
+            .map(String::from),
+        );
+        let mut spec = fixture("default");
+        spec["linux"]["seccomp"] = json!({
+            "defaultAction": "SCMP_ACT_ERRNO",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+            "syscalls": [{"names": names, "action": "SCMP_ACT_ALLOW"}]
+        });
+        run(&mut spec, &Policy::default(), &FakeHost::new());
+        assert_eq!(spec["linux"]["seccomp"], builtin());
+    }
+
+    #[test]
+    fn a_client_blocking_vsock_its_own_way_keeps_the_four_families() {
+        let socket_rules = |profile: &Value| -> Vec<Value> {
+            profile["syscalls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| names_of(r).contains(&"socket".to_string()))
+                .cloned()
+                .collect()
+        };
+        let expected = socket_rules(&builtin());
+        let mut docker = fixture("default")["linux"]["seccomp"].clone();
+        // Either "allow unless AF_VSOCK" ...
+        let mut unless = docker.clone();
+        let names = unless["syscalls"][0]["names"].as_array_mut().unwrap();
+        names.retain(|n| n != "socket");
+        unless["syscalls"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"names": ["socket"],
+            "action": "SCMP_ACT_ALLOW", "args": [{"index": 0, "value": 40, "op": "SCMP_CMP_NE"}]}));
+        // ... or "allow, and errno for AF_VSOCK".
+        docker["syscalls"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"names": ["socket"],
+            "action": "SCMP_ACT_ERRNO", "errnoRet": 97,
+            "args": [{"index": 0, "value": 40, "op": "SCMP_CMP_EQ"}]}));
+        for client in [unless, docker] {
+            let mut spec = json!({"linux": {"seccomp": client}});
+            run(&mut spec, &Policy::default(), &FakeHost::new());
+            assert_eq!(socket_rules(&spec["linux"]["seccomp"]), expected);
+        }
+    }
+
+    #[test]
+    fn permissive_defaults_and_listeners_are_narrowed() {
         for profile in [
             json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["reboot"], "action": "SCMP_ACT_ERRNO"}]}),
             json!({"defaultAction": "SCMP_ACT_LOG"}),
             json!({"defaultAction": "SCMP_ACT_TRACE"}),
-            json!({"defaultAction": "SCMP_ACT_ERRNO", "listenerPath": "/run/agent.sock"}),
+            json!({"defaultAction": "SCMP_ACT_ERRNO", "listenerPath": "/run/agent.sock",
+                "syscalls": [{"names": ["read"], "action": "SCMP_ACT_NOTIFY"}]}),
             json!({"syscalls": []}),
             json!("not a profile"),
         ] {
             let mut spec = json!({"linux": {"seccomp": profile.clone()}});
             let rec = run(&mut spec, &Policy::default(), &FakeHost::new());
-            assert_eq!(
-                spec["linux"]["seccomp"]["defaultAction"],
-                json!("SCMP_ACT_ERRNO")
-            );
-            assert!(spec["linux"]["seccomp"].get("listenerPath").is_none());
+            let out = &spec["linux"]["seccomp"];
+            assert_eq!(out["defaultAction"], json!("SCMP_ACT_ERRNO"));
+            assert!(out.get("listenerPath").is_none());
+            assert!(!out.to_string().contains("NOTIFY"), "{profile}");
             assert_eq!(rec.changes.len(), 1, "{profile}");
         }
+    }
+
+    #[test]
+    fn a_policy_profile_that_does_not_deny_by_default_is_refused_for_a_client_profile() {
+        let mut policy = Policy::default();
+        policy.seccomp.loaded_profile = Some(json!({"defaultAction": "SCMP_ACT_LOG"}));
+        let mut spec = fixture("default");
+        let host = FakeHost::new();
+        let cx = RuleContext {
+            policy: &policy,
+            host: &host,
+            create: None,
+            process_field: "/process",
+        };
+        let denial = apply(&mut spec, &cx, &mut Record::default()).unwrap_err();
+        assert_eq!(denial.field, "/linux/seccomp");
+        assert!(denial.reason.contains("SCMP_ACT_LOG"), "{denial}");
     }
 
     #[test]
@@ -232,14 +379,14 @@ mod tests {
         let rec = run(&mut spec, &Policy::default(), &host);
         let rules = spec["linux"]["seccomp"]["syscalls"].as_array().unwrap();
         // clone3 and arch_prctl were alone in their rules: those rules go.
-        assert_eq!(rules.len(), 10);
-        let names = crate::json::strings(rules[0].get("names"));
-        assert_eq!(names.len(), 345);
+        assert_eq!(rules.len(), 15);
+        let names = names_of(&rules[0]);
+        assert_eq!(names.len(), 339);
         assert!(!names.contains(&"accept".to_string()));
-        assert_eq!(rec.changes.len(), 1);
-        assert_eq!(rec.changes[0].field, "/linux/seccomp/syscalls/names");
+        assert_eq!(rec.changes.len(), 2);
+        assert_eq!(rec.changes[1].field, "/linux/seccomp/syscalls/names");
         assert_eq!(
-            rec.changes[0].before,
+            rec.changes[1].before,
             json!(["accept", "arch_prctl", "clone3"])
         );
     }
