@@ -7,6 +7,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use vibe_policy::host::{proc_ns_name, HostView, NamespaceId};
+use vibe_policy::host::{FileFacts, HookFile};
 
 #[derive(Default)]
 pub struct RealHost {
@@ -96,6 +97,69 @@ impl HostView for RealHost {
     fn syscall_known(&self, name: &str) -> bool {
         libseccomp::ScmpSyscall::from_name(name).is_ok()
     }
+
+    // --- client hooks ---
+    fn file_facts(&self, path: &Path) -> Option<FileFacts> {
+        std::fs::metadata(path).ok().map(|m| facts_of(&m))
+    }
+
+    fn oci_hook_files(&self, dir: &Path) -> Vec<HookFile> {
+        read_hook_files(dir)
+    }
+}
+
+// --- client hooks: stat and hooks.d reading ---
+
+/// A hooks.d definition larger than this is not read.
+const MAX_HOOK_FILE: u64 = 1 << 20;
+
+fn facts_of(m: &std::fs::Metadata) -> FileFacts {
+    FileFacts {
+        dev: m.dev(),
+        ino: m.ino(),
+        uid: m.uid(),
+        mode: m.mode(),
+    }
+}
+
+/// Every `*.json` in `dir`: opened without blocking (a FIFO is skipped),
+/// with the facts of the file actually read, so the policy judges the
+/// owner of those bytes rather than of a name.
+fn read_hook_files(dir: &Path) -> Vec<HookFile> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !name.ends_with(".json") {
+            continue;
+        }
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+            .open(entry.path());
+        let Ok(file) = opened else { continue };
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.is_file() || meta.len() > MAX_HOOK_FILE {
+            continue;
+        }
+        let mut content = Vec::new();
+        if file.take(MAX_HOOK_FILE).read_to_end(&mut content).is_err() {
+            continue;
+        }
+        files.push(HookFile {
+            name,
+            facts: facts_of(&meta),
+            content,
+        });
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    files
 }
 
 #[cfg(test)]
