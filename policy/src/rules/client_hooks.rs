@@ -1088,6 +1088,13 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_config_has_the_built_in_hooks() {
+        let text = include_str!("../../../packaging/config.toml");
+        let shipped = Policy::from_toml_str(text, Path::new("config.toml")).unwrap();
+        assert_eq!(shipped.hooks, Policy::default().hooks);
+    }
+
+    #[test]
     fn the_default_policy_patterns_are_valid() {
         let policy = Policy::default();
         assert!(policy.hooks.validate().is_ok());
