@@ -192,6 +192,27 @@ mod tests {
     }
 
     #[test]
+    fn hook_files_are_json_regular_files_with_their_facts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("b.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("a.txt"), "{}").unwrap();
+        nix::unistd::mkfifo(&dir.path().join("c.json"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let host = RealHost::new();
+        let files = host.oci_hook_files(dir.path());
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert_eq!(files[0].name, "b.json");
+        assert_eq!(files[0].content, b"{}");
+        assert!(files[0].facts.is_regular());
+        assert!(host
+            .oci_hook_files(Path::new("/nonexistent/hooks.d"))
+            .is_empty());
+        // /proc/self/exe is the running binary itself.
+        let exe = host.file_facts(Path::new("/proc/self/exe")).unwrap();
+        let target = std::fs::canonicalize("/proc/self/exe").unwrap();
+        assert!(exe.same_file(&host.file_facts(&target).unwrap()));
+    }
+
+    #[test]
     fn real_host_basics() {
         let host = RealHost::new();
         assert!(host.syscall_known("read"));
