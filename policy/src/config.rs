@@ -617,6 +617,16 @@ impl HooksSection {
                     format!("{path} must be an absolute, clean path"),
                 ));
             }
+            if allow.stages.contains(&HookStage::StartContainer) {
+                return Err((
+                    "hooks.allow.stages",
+                    format!(
+                        "{path}: startContainer hooks run inside the container (after \
+                         pivot_root), where a host binary cannot be judged; only an OCI \
+                         hooks.d definition can allow one"
+                    ),
+                ));
+            }
             if allow.stages.is_empty() {
                 return Err((
                     "hooks.allow.stages",

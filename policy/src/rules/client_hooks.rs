@@ -18,6 +18,10 @@
 //! vibe-shim's own network-hook marker are dropped here: only the
 //! `network_hook` rule adds that hook.
 //!
+//! startContainer hooks run in the container after pivot_root, so their
+//! path is the image's file: only an exact hooks.d definition allows one
+//! (the config refuses `[[hooks.allow]]` entries for that stage).
+//!
 //! Argument patterns are literal text with placeholders:
 //! `{id}` this container's id; `{shortid}` 12 lowercase hex digits (moby's
 //! truncated id); `{path}` an absolute, lexically clean path; `{target}` a
@@ -324,6 +328,11 @@ impl<'a> Judge<'a> {
                 && def.stages.iter().any(|s| s == stage.key())
         });
         if defined {
+            // A startContainer path resolves in the container's root: there
+            // is no host file to check or pin, and it runs confined.
+            if stage == HookStage::StartContainer {
+                return Ok(hook.path.clone());
+            }
             return self.safe_binary(Path::new(&hook.path));
         }
         Err(nearest)
@@ -1025,6 +1034,27 @@ mod tests {
         }
         // The entry replaces the default list: Docker's hook is not allowed now.
         assert!(run_with(&mut setkey(&docker_args()), &policy, &host).is_err());
+    }
+
+    #[test]
+    fn start_container_is_only_allowed_through_hooks_d() {
+        let text = "[[hooks.allow]]\nstages = [\"startContainer\"]\npath = \"/bin/true\"\nargs = [\"true\"]\n";
+        let err = Policy::from_toml_str(text, Path::new("t.toml")).unwrap_err();
+        assert!(err.to_string().contains("inside the container"), "{err}");
+        let mut host = FakeHost::new();
+        let mut def = podman_def();
+        def["stages"] = json!(["startContainer"]);
+        def["hook"]["path"] = json!("/usr/bin/in-image-tool");
+        hooks_d(
+            &mut host,
+            "/etc/containers/oci/hooks.d",
+            "s.json",
+            def.clone(),
+            0,
+        );
+        let mut spec = json!({"hooks": {"startContainer": [def["hook"].clone()]}});
+        run(&mut spec, &host).unwrap();
+        assert_eq!(spec["hooks"]["startContainer"][0], def["hook"]);
     }
 
     #[test]
