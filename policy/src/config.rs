@@ -51,6 +51,7 @@ pub struct Policy {
     pub network: NetworkSection,
     pub seccomp: SeccompSection,
     pub audit: AuditSection,
+    pub hooks: HooksSection,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -340,6 +341,147 @@ impl Default for AuditSection {
     }
 }
 
+/// The OCI hook stages runc runs, named as in `config.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HookStage {
+    Prestart,
+    CreateRuntime,
+    CreateContainer,
+    StartContainer,
+    Poststart,
+    Poststop,
+}
+
+impl HookStage {
+    pub const ALL: [HookStage; 6] = [
+        HookStage::Prestart,
+        HookStage::CreateRuntime,
+        HookStage::CreateContainer,
+        HookStage::StartContainer,
+        HookStage::Poststart,
+        HookStage::Poststop,
+    ];
+
+    /// The key under `hooks` in `config.json`.
+    pub fn key(self) -> &'static str {
+        match self {
+            HookStage::Prestart => "prestart",
+            HookStage::CreateRuntime => "createRuntime",
+            HookStage::CreateContainer => "createContainer",
+            HookStage::StartContainer => "startContainer",
+            HookStage::Poststart => "poststart",
+            HookStage::Poststop => "poststop",
+        }
+    }
+
+    pub fn from_key(key: &str) -> Option<HookStage> {
+        HookStage::ALL.into_iter().find(|s| s.key() == key)
+    }
+}
+
+/// One `[[hooks.allow]]` entry: a binary, the stages it may run in, and the
+/// exact shape of its arguments (see `rules::client_hooks` for the pattern
+/// language).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookAllow {
+    pub stages: Vec<HookStage>,
+    /// The executable, absolute and clean. A hook naming the same file (by
+    /// device and inode: a symlink, a hard link, `/proc/<pid>/exe`) matches
+    /// and is rewritten to this path.
+    pub path: PathBuf,
+    /// One pattern per leading argument, `args[0]` included.
+    pub args: Vec<String>,
+    /// Groups of patterns; the arguments after `args` must be a sequence of
+    /// these groups (any order, any number of times).
+    #[serde(default)]
+    pub options: Vec<Vec<String>>,
+    /// Patterns (`NAME=...`) every entry of the hook's `env` must match.
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksSection {
+    /// Directories of OCI hook definitions (podman's hooks.d); a client hook
+    /// equal to one defined there is allowed. A later directory's file
+    /// replaces an earlier one of the same name.
+    pub oci_hooks_dirs: Vec<PathBuf>,
+    pub allow: Vec<HookAllow>,
+}
+
+impl Default for HooksSection {
+    fn default() -> Self {
+        Self {
+            oci_hooks_dirs: vec![
+                PathBuf::from("/usr/share/containers/oci/hooks.d"),
+                PathBuf::from("/etc/containers/oci/hooks.d"),
+            ],
+            allow: default_hook_allows(),
+        }
+    }
+}
+
+/// Docker 20.10's libnetwork-setkey and the NVIDIA container toolkit's hooks.
+fn default_hook_allows() -> Vec<HookAllow> {
+    let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut allows = Vec::new();
+    for dockerd in ["/usr/bin/dockerd", "/usr/sbin/dockerd"] {
+        allows.push(HookAllow {
+            stages: vec![HookStage::Prestart],
+            path: PathBuf::from(dockerd),
+            args: strings(&[
+                "libnetwork-setkey",
+                "-exec-root={path}",
+                "{id}",
+                "{shortid}",
+            ]),
+            options: Vec::new(),
+            env: Vec::new(),
+        });
+    }
+    allows.push(HookAllow {
+        stages: vec![HookStage::Prestart],
+        path: PathBuf::from("/usr/bin/nvidia-container-runtime-hook"),
+        args: strings(&["nvidia-container-runtime-hook", "prestart"]),
+        options: Vec::new(),
+        env: Vec::new(),
+    });
+    let ldconfig: &[&[&str]] = &[
+        &["--folder", "{path}"],
+        &["--ldconfig-path", "/sbin/ldconfig"],
+        &["--ldconfig-path", "/sbin/ldconfig.real"],
+        &["--ldconfig-path", "/usr/sbin/ldconfig"],
+    ];
+    let subcommands: &[(&str, &[&[&str]])] = &[
+        ("update-ldcache", ldconfig),
+        ("create-soname-symlinks", ldconfig),
+        ("create-symlinks", &[&["--link", "{target}::{path}"]]),
+        ("chmod", &[&["--mode", "{word}"], &["--path", "{path}"]]),
+        ("enable-cuda-compat", &[&["--host-driver-version={word}"]]),
+        ("disable-device-node-modification", &[]),
+    ];
+    for (path, prefix) in [
+        ("/usr/bin/nvidia-ctk", &["nvidia-ctk", "hook"][..]),
+        ("/usr/bin/nvidia-cdi-hook", &["nvidia-cdi-hook"][..]),
+    ] {
+        for (subcommand, options) in subcommands {
+            let mut args = strings(prefix);
+            args.push(subcommand.to_string());
+            allows.push(HookAllow {
+                stages: vec![HookStage::CreateContainer],
+                path: PathBuf::from(path),
+                args,
+                options: options.iter().map(|g| strings(g)).collect(),
+                env: strings(&["NVIDIA_CTK_DEBUG=false", "NVIDIA_CTK_DEBUG=true"]),
+            });
+        }
+    }
+    allows
+}
+
 impl Policy {
     /// Parses and validates policy text. `origin` names the file in errors.
     pub fn from_toml_str(text: &str, origin: &Path) -> Result<Policy, ConfigError> {
@@ -447,6 +589,67 @@ impl Policy {
                 "network.allow",
                 "entries only apply with mode \"allowlist\"".into(),
             ));
+        }
+        self.hooks
+            .validate()
+            .map_err(|(key, message)| invalid(key, message))?;
+        Ok(())
+    }
+}
+
+impl HooksSection {
+    /// Checks paths and patterns; the error names the key.
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
+        use crate::rules::client_hooks::{check_env_pattern, check_pattern};
+        for dir in &self.oci_hooks_dirs {
+            if !dir.is_absolute() {
+                return Err((
+                    "hooks.oci_hooks_dirs",
+                    format!("{} must be absolute", dir.display()),
+                ));
+            }
+        }
+        for allow in &self.allow {
+            let path = allow.path.to_string_lossy();
+            if crate::json::clean_path(&path) != path || !allow.path.is_absolute() {
+                return Err((
+                    "hooks.allow.path",
+                    format!("{path} must be an absolute, clean path"),
+                ));
+            }
+            if allow.stages.contains(&HookStage::StartContainer) {
+                return Err((
+                    "hooks.allow.stages",
+                    format!(
+                        "{path}: startContainer hooks run inside the container (after \
+                         pivot_root), where a host binary cannot be judged; only an OCI \
+                         hooks.d definition can allow one"
+                    ),
+                ));
+            }
+            if allow.stages.is_empty() {
+                return Err((
+                    "hooks.allow.stages",
+                    format!("{path}: name at least one stage"),
+                ));
+            }
+            if allow.args.is_empty() {
+                return Err((
+                    "hooks.allow.args",
+                    format!("{path}: args[0] at least is required"),
+                ));
+            }
+            let patterns = allow.args.iter().chain(allow.options.iter().flatten());
+            for pattern in patterns {
+                check_pattern(pattern).map_err(|e| ("hooks.allow.args", format!("{path}: {e}")))?;
+            }
+            if allow.options.iter().any(Vec::is_empty) {
+                return Err(("hooks.allow.options", format!("{path}: an empty group")));
+            }
+            for pattern in &allow.env {
+                check_env_pattern(pattern)
+                    .map_err(|e| ("hooks.allow.env", format!("{path}: {e}")))?;
+            }
         }
         Ok(())
     }

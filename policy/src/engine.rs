@@ -83,6 +83,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::seccomp::apply,
     rules::sysctls::apply,
     rules::pids::apply,
+    rules::client_hooks::apply,
     rules::network_hook::apply,
 ];
 

@@ -30,6 +30,14 @@ pub trait HostView {
     fn host_namespace_id(&self, kind: &str) -> Option<NamespaceId>;
     /// Whether the host's libseccomp knows this syscall name.
     fn syscall_known(&self, name: &str) -> bool;
+
+    // --- client hooks (rules::client_hooks) ---
+    /// stat(2) of `path`, following symlinks (so `/proc/<pid>/exe` gives the
+    /// file that process runs); `None` if it does not exist.
+    fn file_facts(&self, path: &Path) -> Option<FileFacts>;
+    /// The `*.json` files directly in an OCI hooks directory (podman's
+    /// hooks.d), by file name; empty when the directory is missing.
+    fn oci_hook_files(&self, dir: &Path) -> Vec<HookFile>;
 }
 
 /// An in-memory host for tests: explicit symlink resolutions, mounts and namespaces.
@@ -45,6 +53,12 @@ pub struct FakeHost {
     pub host_namespaces: BTreeMap<String, NamespaceId>,
     /// Syscall names the fake libseccomp does not know.
     pub unknown_syscalls: BTreeSet<String>,
+    // --- client hooks ---
+    /// stat results by path; an existing path missing here is a root-owned
+    /// 0755 directory (see [`HostView::file_facts`]).
+    pub files: BTreeMap<PathBuf, FileFacts>,
+    /// OCI hooks directories and their files.
+    pub hook_dirs: BTreeMap<PathBuf, Vec<HookFile>>,
 }
 
 impl FakeHost {
@@ -63,6 +77,7 @@ impl FakeHost {
                 id,
             );
         }
+        host.add_docker_engine();
         host
     }
 }
@@ -100,5 +115,108 @@ impl HostView for FakeHost {
 
     fn syscall_known(&self, name: &str) -> bool {
         !self.unknown_syscalls.contains(name)
+    }
+
+    // --- client hooks ---
+    fn file_facts(&self, path: &Path) -> Option<FileFacts> {
+        self.fake_file_facts(path)
+    }
+
+    fn oci_hook_files(&self, dir: &Path) -> Vec<HookFile> {
+        self.hook_dirs.get(dir).cloned().unwrap_or_default()
+    }
+}
+
+// --- client hooks: file facts and OCI hooks directories ---
+
+/// What stat(2) says about a file: its identity, owner and mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileFacts {
+    pub dev: u64,
+    pub ino: u64,
+    pub uid: u32,
+    /// `st_mode`: file type and permission bits.
+    pub mode: u32,
+}
+
+impl FileFacts {
+    pub const TYPE_MASK: u32 = 0o170_000;
+    pub const REGULAR: u32 = 0o100_000;
+    pub const DIRECTORY: u32 = 0o040_000;
+
+    /// Whether both name the same file.
+    pub fn same_file(&self, other: &FileFacts) -> bool {
+        (self.dev, self.ino) == (other.dev, other.ino)
+    }
+    pub fn is_regular(&self) -> bool {
+        self.mode & Self::TYPE_MASK == Self::REGULAR
+    }
+    /// Owned by root and writable by nobody else.
+    pub fn root_only_writable(&self) -> bool {
+        self.uid == 0 && self.mode & 0o022 == 0
+    }
+}
+
+/// One file of an OCI hooks directory, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookFile {
+    pub name: String,
+    /// Facts of the file read (after following a symlink).
+    pub facts: FileFacts,
+    pub content: Vec<u8>,
+}
+
+/// The fixtures' Docker engine: pid 2743 runs `/usr/sbin/dockerd`.
+pub const FAKE_DOCKERD: &str = "/usr/sbin/dockerd";
+pub const FAKE_DOCKERD_PID: u32 = 2743;
+
+impl FakeHost {
+    /// A root-owned, 0755 regular file at `path` with a fresh identity.
+    pub fn add_binary(&mut self, path: &str) -> FileFacts {
+        let facts = FileFacts {
+            dev: 2,
+            ino: 1000 + self.files.len() as u64,
+            uid: 0,
+            mode: FileFacts::REGULAR | 0o755,
+        };
+        self.files.insert(PathBuf::from(path), facts);
+        facts
+    }
+
+    /// Makes `/proc/<pid>/exe` the file at `path` (which must be added).
+    pub fn add_process(&mut self, pid: u32, path: &str) {
+        if let Some(facts) = self.files.get(Path::new(path)).copied() {
+            self.files
+                .insert(PathBuf::from(format!("/proc/{pid}/exe")), facts);
+        }
+    }
+
+    fn add_docker_engine(&mut self) {
+        self.add_binary(FAKE_DOCKERD);
+        self.add_process(FAKE_DOCKERD_PID, FAKE_DOCKERD);
+    }
+
+    fn fake_file_facts(&self, path: &Path) -> Option<FileFacts> {
+        if let Some(facts) = self.files.get(path) {
+            return Some(*facts);
+        }
+        let canonical = self.canonicalize(path)?;
+        if let Some(facts) = self.files.get(&canonical) {
+            return Some(*facts);
+        }
+        // Any other existing path: a root-owned directory with its own identity.
+        let ino = canonical
+            .as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+            });
+        Some(FileFacts {
+            dev: 1,
+            ino,
+            uid: 0,
+            mode: FileFacts::DIRECTORY | 0o755,
+        })
     }
 }

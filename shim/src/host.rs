@@ -7,6 +7,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use vibe_policy::host::{proc_ns_name, HostView, NamespaceId};
+use vibe_policy::host::{FileFacts, HookFile};
 
 #[derive(Default)]
 pub struct RealHost {
@@ -96,6 +97,69 @@ impl HostView for RealHost {
     fn syscall_known(&self, name: &str) -> bool {
         libseccomp::ScmpSyscall::from_name(name).is_ok()
     }
+
+    // --- client hooks ---
+    fn file_facts(&self, path: &Path) -> Option<FileFacts> {
+        std::fs::metadata(path).ok().map(|m| facts_of(&m))
+    }
+
+    fn oci_hook_files(&self, dir: &Path) -> Vec<HookFile> {
+        read_hook_files(dir)
+    }
+}
+
+// --- client hooks: stat and hooks.d reading ---
+
+/// A hooks.d definition larger than this is not read.
+const MAX_HOOK_FILE: u64 = 1 << 20;
+
+fn facts_of(m: &std::fs::Metadata) -> FileFacts {
+    FileFacts {
+        dev: m.dev(),
+        ino: m.ino(),
+        uid: m.uid(),
+        mode: m.mode(),
+    }
+}
+
+/// Every `*.json` in `dir`: opened without blocking (a FIFO is skipped),
+/// with the facts of the file actually read, so the policy judges the
+/// owner of those bytes rather than of a name.
+fn read_hook_files(dir: &Path) -> Vec<HookFile> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !name.ends_with(".json") {
+            continue;
+        }
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+            .open(entry.path());
+        let Ok(file) = opened else { continue };
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.is_file() || meta.len() > MAX_HOOK_FILE {
+            continue;
+        }
+        let mut content = Vec::new();
+        if file.take(MAX_HOOK_FILE).read_to_end(&mut content).is_err() {
+            continue;
+        }
+        files.push(HookFile {
+            name,
+            facts: facts_of(&meta),
+            content,
+        });
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    files
 }
 
 #[cfg(test)]
@@ -125,6 +189,27 @@ mod tests {
             of("/var/lib/docker/volumes/x/_data"),
             PathBuf::from("/var/lib/docker/volumes/x/_data")
         );
+    }
+
+    #[test]
+    fn hook_files_are_json_regular_files_with_their_facts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("b.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("a.txt"), "{}").unwrap();
+        nix::unistd::mkfifo(&dir.path().join("c.json"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let host = RealHost::new();
+        let files = host.oci_hook_files(dir.path());
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert_eq!(files[0].name, "b.json");
+        assert_eq!(files[0].content, b"{}");
+        assert!(files[0].facts.is_regular());
+        assert!(host
+            .oci_hook_files(Path::new("/nonexistent/hooks.d"))
+            .is_empty());
+        // /proc/self/exe is the running binary itself.
+        let exe = host.file_facts(Path::new("/proc/self/exe")).unwrap();
+        let target = std::fs::canonicalize("/proc/self/exe").unwrap();
+        assert!(exe.same_file(&host.file_facts(&target).unwrap()));
     }
 
     #[test]

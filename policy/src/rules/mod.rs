@@ -5,6 +5,7 @@
 
 pub mod binds;
 pub mod capabilities;
+pub mod client_hooks;
 pub mod devices;
 pub mod env;
 pub mod home;
