@@ -30,6 +30,10 @@ pub trait HostView {
     fn host_namespace_id(&self, kind: &str) -> Option<NamespaceId>;
     /// Whether the host's libseccomp knows this syscall name.
     fn syscall_known(&self, name: &str) -> bool;
+    /// Whether a container with this id already exists: under this runc
+    /// root, or under any other (vibe-shim's or runc's own state). The
+    /// engine-file exemption is only for a container that owns its id.
+    fn container_id_in_use(&self, runc_root: &Path, id: &str) -> bool;
 }
 
 /// An in-memory host for tests: explicit symlink resolutions, mounts and namespaces.
@@ -45,6 +49,8 @@ pub struct FakeHost {
     pub host_namespaces: BTreeMap<String, NamespaceId>,
     /// Syscall names the fake libseccomp does not know.
     pub unknown_syscalls: BTreeSet<String>,
+    /// Container ids some container already uses (see `container_id_in_use`).
+    pub ids_in_use: BTreeSet<String>,
 }
 
 impl FakeHost {
@@ -100,5 +106,9 @@ impl HostView for FakeHost {
 
     fn syscall_known(&self, name: &str) -> bool {
         !self.unknown_syscalls.contains(name)
+    }
+
+    fn container_id_in_use(&self, _runc_root: &Path, id: &str) -> bool {
+        self.ids_in_use.contains(id)
     }
 }

@@ -96,6 +96,10 @@ impl HostView for RealHost {
     fn syscall_known(&self, name: &str) -> bool {
         libseccomp::ScmpSyscall::from_name(name).is_ok()
     }
+
+    fn container_id_in_use(&self, runc_root: &Path, id: &str) -> bool {
+        crate::stage::container_id_in_use(runc_root, id)
+    }
 }
 
 #[cfg(test)]

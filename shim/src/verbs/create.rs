@@ -79,7 +79,8 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
         bundle: std::path::absolute(&bundle).unwrap_or_else(|_| bundle.clone()),
         runc_root: crate::state_dir::runc_root(ctx.root.as_deref()),
     };
-    let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|rewrite| {
+    let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
+        crate::stage::binds(&ctx.policy, &ctx.host, &create, &mut rewrite)?;
         write_atomically(&spec_path, &rewrite.document)
             .map_err(|e| refusal(e.denial("config.json", &spec_path)))?;
         Ok((args.to_vec(), rewrite.changes))
