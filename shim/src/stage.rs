@@ -136,6 +136,10 @@ pub fn binds(
             }
             Err(e) => {
                 let _ = release_dir(&dir);
+                // Nothing of this container is left to mark its id in use.
+                if let Some(container_dir) = dir.parent() {
+                    let _ = std::fs::remove_dir(container_dir);
+                }
                 let value = before.as_str().unwrap_or_default().to_string();
                 return Err(refuse(
                     Denial::new(RULE, field, value, e.to_string()),

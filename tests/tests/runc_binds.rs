@@ -346,7 +346,14 @@ fn create_delete_cycles_leave_nothing_behind() {
             "source": allowed.join(src).to_str().unwrap(), "options": ["rbind", "ro"]
         }));
     }
-    let mounts_before = mountinfo().lines().count();
+    // Other tests share this host: count only mounts that could be ours.
+    let ours = || {
+        mountinfo()
+            .lines()
+            .filter(|l| l.contains("/run/vibe-shim") || l.contains(&*work.path().to_string_lossy()))
+            .count()
+    };
+    let mounts_before = ours();
     let fds_before = fd_count();
     let n = cycles(50);
     let started = Instant::now();
@@ -363,7 +370,7 @@ fn create_delete_cycles_leave_nothing_behind() {
             "cycle {i} left its directory"
         );
     }
-    let mounts_after = mountinfo().lines().count();
+    let mounts_after = ours();
     eprintln!(
         "soak: {n} create/delete cycles in {:?}; mounts {mounts_before} -> {mounts_after}; fds {fds_before} -> {}",
         started.elapsed(),
