@@ -91,6 +91,15 @@ fn default_bind_mode() -> BindMode {
     BindMode::Rw
 }
 
+/// Where Debian's docker.io (`docker-init`, a symlink to tini-static),
+/// docker-ce and podman/catatonit install the init binary the engine binds.
+pub const DEFAULT_INIT_BINARIES: &[&str] = &[
+    "/usr/bin/docker-init",
+    "/usr/libexec/docker/docker-init",
+    "/usr/bin/catatonit",
+    "/usr/libexec/podman/catatonit",
+];
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FilesystemSection {
@@ -98,6 +107,10 @@ pub struct FilesystemSection {
     pub tmpfs: Vec<PathBuf>,
     pub home: HomeMode,
     pub bind: Vec<BindAllow>,
+    /// The engines' own init binaries (`docker run --init`, `podman run
+    /// --init`): a bind whose canonical source is one of these is allowed,
+    /// read-only, if the file is root-owned and writable by nobody else.
+    pub init_binaries: Vec<PathBuf>,
 }
 
 impl Default for FilesystemSection {
@@ -107,6 +120,7 @@ impl Default for FilesystemSection {
             tmpfs: vec![PathBuf::from("/tmp"), PathBuf::from("/run")],
             home: HomeMode::Tmpfs,
             bind: Vec::new(),
+            init_binaries: DEFAULT_INIT_BINARIES.iter().map(PathBuf::from).collect(),
         }
     }
 }
@@ -558,6 +572,14 @@ impl Policy {
                         "{} must be an absolute path other than /",
                         bind.source.display()
                     ),
+                ));
+            }
+        }
+        for init in &self.filesystem.init_binaries {
+            if !init.is_absolute() || init == Path::new("/") {
+                return Err(invalid(
+                    "filesystem.init_binaries",
+                    format!("{} must be an absolute file path", init.display()),
                 ));
             }
         }

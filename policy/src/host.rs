@@ -38,6 +38,10 @@ pub trait HostView {
     /// The `*.json` files directly in an OCI hooks directory (podman's
     /// hooks.d), by file name; empty when the directory is missing.
     fn oci_hook_files(&self, dir: &Path) -> Vec<HookFile>;
+    /// Whether a container with this id already exists: under this runc
+    /// root, or under any other (vibe-shim's or runc's own state). The
+    /// engine-file exemption is only for a container that owns its id.
+    fn container_id_in_use(&self, runc_root: &Path, id: &str) -> bool;
 }
 
 /// An in-memory host for tests: explicit symlink resolutions, mounts and namespaces.
@@ -59,6 +63,8 @@ pub struct FakeHost {
     pub files: BTreeMap<PathBuf, FileFacts>,
     /// OCI hooks directories and their files.
     pub hook_dirs: BTreeMap<PathBuf, Vec<HookFile>>,
+    /// Container ids some container already uses (see `container_id_in_use`).
+    pub ids_in_use: BTreeSet<String>,
 }
 
 impl FakeHost {
@@ -124,6 +130,10 @@ impl HostView for FakeHost {
 
     fn oci_hook_files(&self, dir: &Path) -> Vec<HookFile> {
         self.hook_dirs.get(dir).cloned().unwrap_or_default()
+    }
+
+    fn container_id_in_use(&self, _runc_root: &Path, id: &str) -> bool {
+        self.ids_in_use.contains(id)
     }
 }
 

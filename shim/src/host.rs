@@ -106,6 +106,10 @@ impl HostView for RealHost {
     fn oci_hook_files(&self, dir: &Path) -> Vec<HookFile> {
         read_hook_files(dir)
     }
+
+    fn container_id_in_use(&self, runc_root: &Path, id: &str) -> bool {
+        crate::stage::container_id_in_use(runc_root, id)
+    }
 }
 
 // --- client hooks: stat and hooks.d reading ---

@@ -10,6 +10,7 @@ mod log;
 mod policy_file;
 mod private_file;
 mod runtime;
+mod stage;
 mod state_dir;
 mod verbs;
 

@@ -7,3 +7,4 @@
 pub mod bundle;
 pub mod docker;
 pub mod netns;
+pub mod race;

@@ -129,15 +129,27 @@ fn everyday_run_tty_and_init() {
     assert_confined(&p, &policy);
     assert_eq!(p.extra_value("tty"), Some("yes"), "{}", p.raw);
 
-    // --init: docker-init is pid 1, the command runs confined under it.
+    // --init: the engine's own init binary (filesystem.init_binaries) is
+    // pid 1's program, bound read-only, nosuid, nodev; the command runs
+    // confined under it.
     let c = Container::new("init");
-    let p = run_posture(&c, &runtime(), &["--rm", "--init"], &policy, "").ran();
+    let extra = "echo \"X initwrite=$( (echo x >> /sbin/docker-init) 2>/dev/null && echo ok || echo fail)\"\n";
+    let p = run_posture(&c, &runtime(), &["--rm", "--init"], &policy, extra).ran();
     assert_confined(&p, &policy);
     assert!(
-        p.pid1_cmdline.contains("docker-init"),
-        "pid 1 is not docker-init: {:?}",
+        p.pid1_cmdline.starts_with("/sbin/docker-init "),
+        "pid 1 is not /sbin/docker-init: {:?}",
         p.pid1_cmdline
     );
+    let init = p
+        .mounts
+        .iter()
+        .find(|m| m.point == "/sbin/docker-init")
+        .unwrap_or_else(|| panic!("no /sbin/docker-init mount:\n{}", p.raw));
+    for opt in ["ro", "nosuid", "nodev"] {
+        assert!(init.has(opt), "/sbin/docker-init is not {opt}: {init:?}");
+    }
+    assert_eq!(p.extra_value("initwrite"), Some("fail"), "{}", p.raw);
 }
 
 #[test]

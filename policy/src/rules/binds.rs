@@ -1,18 +1,24 @@
 //! Bind mounts, the core of the filesystem policy. A bind is allowed only if
-//! it is one of the engine's own per-container files, or if its canonical
-//! source lies in a `filesystem.bind` subtree. Every allowed bind is made
-//! non-recursive, nosuid and nodev, and gets its canonical source written
-//! back, so runc mounts exactly the path that was judged (a symlink swapped
-//! in after the check no longer matters for the path we wrote).
+//! it is one of the engine's own per-container files, the engine's own init
+//! binary, or if its canonical source lies in a `filesystem.bind` subtree.
+//! Every allowed bind is made non-recursive, nosuid and nodev, and gets its
+//! canonical source written back.
+//!
+//! A path is only a name: between this check and runc's mount(2) a client
+//! that can write in an allowed subtree can swap a component for a symlink.
+//! So this rule only decides; [`pins`] tells the shim, for each bind, the
+//! trusted directory to resolve below (without symlinks or mount crossings)
+//! and what must hold for the object found there. The shim holds that
+//! object and hands runc a root-only staging mount of it (shim/src/stage.rs).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::config::BindMode;
+use crate::config::{BindMode, Policy};
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::{CreateContext, RuleContext};
 use crate::host::HostView;
 use crate::json::{as_object, set, str_field};
 use crate::rules::kernel_mounts::{
@@ -33,22 +39,44 @@ pub(crate) const ENGINE_FILES: &[(&str, &str)] = &[
 ];
 
 /// Why a bind passed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Verdict {
+    /// An engine's per-container file below `id_dir`, the directory named by the id.
+    EngineFile { id_dir: PathBuf },
+    /// One of `filesystem.init_binaries`: always read-only.
+    InitBinary,
+    /// Below the allowed root `root` (canonical).
+    Allowed { root: PathBuf, mode: BindMode },
+}
+
+/// What must hold for the object the shim pins (see [`Pin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinKind {
+    /// Below an allowed root and on that root's own mount.
+    Subtree { read_only: bool },
+    /// An engine file: the anchor (the directory named by the id) must be
+    /// owned by root and writable by nobody else.
     EngineFile,
-    Allowed(BindMode),
+    /// The engine's init binary: a regular file owned by root and writable
+    /// by nobody else; staged read-only.
+    InitBinary,
+}
+
+/// One allowed bind as the shim must pin it: `rest` resolved below the
+/// directory `anchor` (both from the judged canonical source) with no
+/// symlink, no magic link and no `..` out of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    /// Index into `mounts`.
+    pub index: usize,
+    pub anchor: PathBuf,
+    /// Relative; empty when the source is the anchor itself.
+    pub rest: PathBuf,
+    pub kind: PinKind,
 }
 
 pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
-    let container_id = cx.create.map(|c| c.container_id.as_str()).unwrap_or("");
-    // An allow source that does not exist matches nothing.
-    let allowed: Vec<(PathBuf, BindMode)> = cx
-        .policy
-        .filesystem
-        .bind
-        .iter()
-        .filter_map(|b| cx.host.canonicalize(&b.source).map(|c| (c, b.mode)))
-        .collect();
+    let judge = Judge::new(cx.policy, cx.host, cx.create);
     let Some(mounts) = mounts_mut(spec) else {
         return Ok(());
     };
@@ -56,7 +84,116 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
         if !is_bind(mount) {
             continue;
         }
-        // Field and message text are built only when a denial or change needs them.
+        let (canonical, verdict) = judge.judge(mount, index)?;
+        let field = || format!("/mounts/{index}/source");
+        let source = str_field(mount, "source");
+        let canonical_text = canonical.to_str().ok_or_else(|| {
+            Denial::new(RULE, field(), source, "canonical source is not valid UTF-8")
+        })?;
+        if canonical_text != source {
+            let before = set(as_object(mount), "source", Value::from(canonical_text));
+            rec.change(RULE, field(), before, Value::from(canonical_text));
+        }
+        let read_only = matches!(
+            verdict,
+            Verdict::InitBinary
+                | Verdict::Allowed {
+                    mode: BindMode::Ro,
+                    ..
+                }
+        );
+        edit_options(mount, index, RULE, rec, |options| {
+            force_non_recursive(options);
+            add_option(options, "nosuid");
+            remove_option(options, "suid");
+            add_option(options, "nodev");
+            remove_option(options, "dev");
+            if read_only {
+                remove_option(options, "rw");
+                add_option(options, "ro");
+            }
+        });
+    }
+    Ok(())
+}
+
+/// The pins for every bind of a spec this rule has already rewritten (its
+/// sources are canonical): judged again, so a host that changed since is
+/// refused rather than trusted.
+pub fn pins(
+    spec: &Value,
+    policy: &Policy,
+    host: &dyn HostView,
+    create: &CreateContext,
+) -> Result<Vec<Pin>, Denial> {
+    let judge = Judge::new(policy, host, Some(create));
+    let mounts = spec.get("mounts").and_then(Value::as_array);
+    let mut pins = Vec::new();
+    for (index, mount) in mounts.into_iter().flatten().enumerate() {
+        if !is_bind(mount) {
+            continue;
+        }
+        let (canonical, verdict) = judge.judge(mount, index)?;
+        let (anchor, kind) = match verdict {
+            Verdict::EngineFile { id_dir } => (id_dir, PinKind::EngineFile),
+            Verdict::InitBinary => (
+                canonical.parent().unwrap_or(Path::new("/")).to_path_buf(),
+                PinKind::InitBinary,
+            ),
+            Verdict::Allowed { root, mode } => (
+                root,
+                PinKind::Subtree {
+                    read_only: mode == BindMode::Ro,
+                },
+            ),
+        };
+        let rest = canonical
+            .strip_prefix(&anchor)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        pins.push(Pin {
+            index,
+            anchor,
+            rest,
+            kind,
+        });
+    }
+    Ok(pins)
+}
+
+/// Everything a bind is judged against, canonicalised once per spec.
+struct Judge<'a> {
+    host: &'a dyn HostView,
+    create: Option<&'a CreateContext>,
+    /// An allow source that does not exist matches nothing.
+    allowed: Vec<(PathBuf, BindMode)>,
+    inits: Vec<PathBuf>,
+}
+
+impl<'a> Judge<'a> {
+    fn new(policy: &Policy, host: &'a dyn HostView, create: Option<&'a CreateContext>) -> Self {
+        let allowed = policy
+            .filesystem
+            .bind
+            .iter()
+            .filter_map(|b| host.canonicalize(&b.source).map(|c| (c, b.mode)))
+            .collect();
+        let inits = policy
+            .filesystem
+            .init_binaries
+            .iter()
+            .filter_map(|p| host.canonicalize(p))
+            .collect();
+        Judge {
+            host,
+            create,
+            allowed,
+            inits,
+        }
+    }
+
+    fn judge(&self, mount: &Value, index: usize) -> Result<(PathBuf, Verdict), Denial> {
+        // Field and message text are built only when a denial needs them.
         let field = || format!("/mounts/{index}/source");
         let source = str_field(mount, "source");
         // runc would resolve a relative source against the bundle, which the
@@ -69,7 +206,7 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
                 "bind mount source must be an absolute host path",
             ));
         }
-        let canonical = cx.host.canonicalize(Path::new(source)).ok_or_else(|| {
+        let canonical = self.host.canonicalize(Path::new(source)).ok_or_else(|| {
             Denial::new(
                 RULE,
                 field(),
@@ -84,37 +221,33 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
                 format!("{source} (resolves to {})", canonical.display())
             }
         };
-        let verdict = if is_engine_file(&destination(mount), &canonical, container_id) {
-            Verdict::EngineFile
+        let (id, runc_root) = self
+            .create
+            .map(|c| (c.container_id.as_str(), c.runc_root.as_path()))
+            .unwrap_or(("", Path::new("")));
+        let verdict = if let Some(id_dir) = engine_file_dir(&destination(mount), &canonical, id) {
+            // The id comes from argv: a client that names another
+            // container's id must not get that container's files.
+            if self.host.container_id_in_use(runc_root, id) {
+                return Err(Denial::new(
+                    RULE,
+                    field(),
+                    named(),
+                    format!(
+                        "engine file of container {id}, but a container with that id \
+                         already exists (this or another runc root): not this container's"
+                    ),
+                ));
+            }
+            Verdict::EngineFile { id_dir }
+        } else if self.inits.contains(&canonical) {
+            Verdict::InitBinary
         } else {
-            judge_allowlist(&canonical, &allowed, cx.host)
+            judge_allowlist(&canonical, &self.allowed, self.host)
                 .map_err(|reason| Denial::new(RULE, field(), named(), reason))?
         };
-        let canonical_text = canonical.to_str().ok_or_else(|| {
-            Denial::new(
-                RULE,
-                field(),
-                named(),
-                "canonical source is not valid UTF-8",
-            )
-        })?;
-        if canonical_text != source {
-            let before = set(as_object(mount), "source", Value::from(canonical_text));
-            rec.change(RULE, field(), before, Value::from(canonical_text));
-        }
-        edit_options(mount, index, RULE, rec, |options| {
-            force_non_recursive(options);
-            add_option(options, "nosuid");
-            remove_option(options, "suid");
-            add_option(options, "nodev");
-            remove_option(options, "dev");
-            if verdict == Verdict::Allowed(BindMode::Ro) {
-                remove_option(options, "rw");
-                add_option(options, "ro");
-            }
-        });
+        Ok((canonical, verdict))
     }
-    Ok(())
 }
 
 /// `rbind` would carry every mount below the source in with it.
@@ -133,20 +266,19 @@ fn looks_like_engine_id(id: &str) -> bool {
 
 /// An engine's per-container file: a known destination, a source with the
 /// same file name, inside a directory named after this container (its
-/// parent or grandparent).
-fn is_engine_file(dest: &str, canonical: &Path, container_id: &str) -> bool {
-    let Some((_, name)) = ENGINE_FILES.iter().find(|(d, _)| *d == dest) else {
-        return false;
-    };
+/// parent or grandparent). Returns that directory.
+fn engine_file_dir(dest: &str, canonical: &Path, container_id: &str) -> Option<PathBuf> {
+    let (_, name) = ENGINE_FILES.iter().find(|(d, _)| *d == dest)?;
     if !looks_like_engine_id(container_id) || canonical.file_name() != Some(OsStr::new(name)) {
-        return false;
+        return None;
     }
     canonical
         .parent()
         .into_iter()
         .flat_map(Path::ancestors)
         .take(2)
-        .any(|dir| dir.file_name() == Some(OsStr::new(container_id)))
+        .find(|dir| dir.file_name() == Some(OsStr::new(container_id)))
+        .map(Path::to_path_buf)
 }
 
 /// Judges a canonical source against the canonical allow roots. The most
@@ -174,7 +306,10 @@ fn judge_allowlist(
             root.display()
         ));
     }
-    Ok(Verdict::Allowed(*mode))
+    Ok(Verdict::Allowed {
+        root: root.clone(),
+        mode: *mode,
+    })
 }
 
 #[cfg(test)]
@@ -438,13 +573,120 @@ mod tests {
     }
 
     #[test]
-    fn docker_init_single_file_read_only() {
+    fn engine_init_binary_is_allowed_read_only_by_its_exact_path() {
+        // Debian: /usr/bin/docker-init -> tini-static; judged canonically.
+        let mut host = FakeHost::new();
+        host.canonical.insert(
+            PathBuf::from("/usr/bin/docker-init"),
+            PathBuf::from("/usr/bin/tini-static"),
+        );
         let mut spec = fixture("init");
-        assert!(run(&mut spec, &Policy::default(), &FakeHost::new()).is_err());
-        let policy = policy_with(&[("/usr/bin/docker-init", BindMode::Ro)]);
-        run(&mut spec, &policy, &FakeHost::new()).unwrap();
+        run(&mut spec, &Policy::default(), &host).unwrap();
         let options = strings(mount_at(&spec, "/sbin/docker-init").get("options"));
         assert_eq!(options, ["bind", "ro", "nosuid", "nodev"]);
+        assert_eq!(
+            mount_at(&spec, "/sbin/docker-init")["source"],
+            "/usr/bin/tini-static"
+        );
+        // A client asking rw still gets ro.
+        let mut spec = json!({"mounts": [{"destination": "/init", "type": "bind",
+            "source": "/usr/bin/catatonit", "options": ["rbind", "rw"]}]});
+        run_with(&mut spec, &Policy::default(), &host, "").unwrap();
+        assert_eq!(
+            strings(spec["mounts"][0].get("options")),
+            ["bind", "nosuid", "nodev", "ro"]
+        );
+        // Not a pattern: a look-alike path, or the binary's directory, is refused.
+        for source in [
+            "/usr/bin/docker-init2",
+            "/tmp/usr/bin/docker-init",
+            "/usr/bin",
+        ] {
+            let mut spec = json!({"mounts": [{"destination": "/sbin/docker-init",
+                "type": "bind", "source": source, "options": ["bind"]}]});
+            assert!(
+                run_with(&mut spec, &Policy::default(), &host, "").is_err(),
+                "{source}"
+            );
+        }
+        // An admin who empties the list refuses --init.
+        let mut policy = Policy::default();
+        policy.filesystem.init_binaries.clear();
+        let mut spec = fixture("init");
+        assert!(run(&mut spec, &policy, &host).is_err());
+    }
+
+    #[test]
+    fn engine_file_of_an_id_already_in_use_is_refused() {
+        let mut spec = fixture("default");
+        let id = container_id(&spec);
+        let mut host = FakeHost::new();
+        host.ids_in_use.insert(id.clone());
+        let denial = run_with(&mut spec, &Policy::default(), &host, &id).unwrap_err();
+        assert!(denial.reason.contains("already exists"), "{denial}");
+        assert_eq!(denial.field, "/mounts/7/source");
+    }
+
+    #[test]
+    fn pins_name_the_trusted_anchor_of_each_bind() {
+        let mut host = FakeHost::new();
+        host.canonical.insert(
+            PathBuf::from("/usr/bin/docker-init"),
+            PathBuf::from("/usr/bin/tini-static"),
+        );
+        let id = "0123456789abcdef";
+        let policy = policy_with(&[("/srv", BindMode::Ro), ("/srv/wt", BindMode::Rw)]);
+        let mut spec = json!({"mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/a", "type": "bind", "source": "/srv/data/x", "options": ["rbind"]},
+            {"destination": "/b", "type": "bind", "source": "/srv/wt", "options": ["rbind"]},
+            {"destination": "/etc/hosts", "type": "bind",
+             "source": format!("/var/lib/docker/containers/{id}/hosts"), "options": ["rbind"]},
+            {"destination": "/dev/shm", "type": "bind",
+             "source": format!("/var/lib/docker/containers/{id}/mounts/shm"), "options": ["rbind"]},
+            {"destination": "/sbin/docker-init", "type": "bind",
+             "source": "/usr/bin/docker-init", "options": ["bind", "ro"]},
+        ]});
+        run_with(&mut spec, &policy, &host, id).unwrap();
+        let ctx = CreateContext {
+            container_id: id.to_string(),
+            ..CreateContext::default()
+        };
+        let pinned = pins(&spec, &policy, &host, &ctx).unwrap();
+        let engine_dir = PathBuf::from(format!("/var/lib/docker/containers/{id}"));
+        let expected = [
+            (1, "/srv", "data/x", PinKind::Subtree { read_only: true }),
+            (2, "/srv/wt", "", PinKind::Subtree { read_only: false }),
+            (
+                3,
+                engine_dir.to_str().unwrap(),
+                "hosts",
+                PinKind::EngineFile,
+            ),
+            (
+                4,
+                engine_dir.to_str().unwrap(),
+                "mounts/shm",
+                PinKind::EngineFile,
+            ),
+            (5, "/usr/bin", "tini-static", PinKind::InitBinary),
+        ];
+        assert_eq!(pinned.len(), expected.len(), "{pinned:?}");
+        for (pin, (index, anchor, rest, kind)) in pinned.iter().zip(expected) {
+            assert_eq!(
+                (
+                    pin.index,
+                    pin.anchor.as_path(),
+                    pin.rest.as_path(),
+                    pin.kind
+                ),
+                (index, Path::new(anchor), Path::new(rest), kind)
+            );
+        }
+        // A host that changed since the rewrite is judged again, not trusted.
+        host.canonical
+            .insert(PathBuf::from("/srv/data/x"), PathBuf::from("/etc"));
+        assert!(pins(&spec, &policy, &host, &ctx).is_err());
     }
 
     #[test]

@@ -83,13 +83,25 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
         bundle,
         runc_root,
     };
-    let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|rewrite| {
-        let private = private_bundle(&create, &rewrite.document)
-            .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
-        // The engine's copy is informational only (runc reads the private
-        // one): engines that read config.json back see what runs.
-        write_atomically(&spec_path, &rewrite.document)
-            .map_err(|e| refusal(e.denial("config.json", &spec_path)))?;
+    let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
+        let private =
+            private_dir(&create).map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
+        // Stage bind sources, then write what refers to them; undo both on
+        // a failure, since runc never runs then.
+        let written =
+            crate::stage::binds(&ctx.policy, &ctx.host, &create, &mut rewrite).and_then(|()| {
+                write_private_spec(&private, &rewrite.document)
+                    .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
+                // The engine's copy is informational only (runc reads the
+                // private one): engines that read config.json back see what runs.
+                write_atomically(&spec_path, &rewrite.document)
+                    .map_err(|e| refusal(e.denial("config.json", &spec_path)))
+            });
+        if let Err(refused) = written {
+            crate::stage::release_quietly(&create.runc_root, &create.container_id);
+            let _ = state_dir::remove(&private);
+            return Err(refused);
+        }
         Ok((with_bundle(args, &items, &private), rewrite.changes))
     });
     Outcome {
@@ -149,41 +161,50 @@ pub fn anchor_relative_paths(spec: &mut Value, bundle: &Path) {
     }
 }
 
-/// Writes the judged spec into vibe-shim's root-only directory for this
-/// container and returns that directory: it is the bundle runc gets, so
-/// nothing done to the engine's bundle after the check reaches runc.
-fn private_bundle(create: &CreateContext, spec: &Value) -> Result<PathBuf, CreateError> {
-    let fail = |path: &Path, source| CreateError::Write {
+/// Makes vibe-shim's root-only directory for this container, empty, and
+/// returns it: it becomes the bundle runc gets, so nothing done to the
+/// engine's bundle after the check reaches runc.
+fn private_dir(create: &CreateContext) -> Result<PathBuf, CreateError> {
+    let fail = |path: &Path, reason: String| CreateError::Write {
+        path: path.display().to_string(),
+        source: std::io::Error::other(reason),
+    };
+    let dir = state_dir::container_dir(&create.runc_root, &create.container_id)
+        .map_err(|e| fail(Path::new(state_dir::BASE), e.to_string()))?;
+    if state_dir::container_exists(&create.runc_root, &create.container_id) {
+        // runc would refuse too; our directory belongs to that container.
+        let reason = "a container with this id exists under this runc root";
+        return Err(fail(&dir, reason.into()));
+    }
+    // Left by a container that was never deleted through vibe-shim.
+    crate::stage::release_quietly(&create.runc_root, &create.container_id);
+    state_dir::remove(&dir).map_err(|e| fail(&dir, e.to_string()))?;
+    state_dir::ensure_private(&dir).map_err(|e| fail(&dir, e.to_string()))?;
+    Ok(dir)
+}
+
+/// Writes the judged spec as `config.json` in the private directory.
+fn write_private_spec(dir: &Path, spec: &Value) -> Result<(), CreateError> {
+    let path = dir.join("config.json");
+    let fail = |source| CreateError::Write {
         path: path.display().to_string(),
         source,
     };
-    let dir = state_dir::container_dir(&create.runc_root, &create.container_id)
-        .map_err(|e| fail(Path::new(state_dir::BASE), std::io::Error::other(e)))?;
     // runc resolves a relative root against its bundle, which is now ours.
     let root = spec.pointer("/root/path").and_then(Value::as_str);
     if !root.is_some_and(|r| r.starts_with('/')) {
         let reason = format!("root.path {root:?} is not absolute after the rewrite");
-        return Err(fail(&dir, std::io::Error::other(reason)));
+        return Err(fail(std::io::Error::other(reason)));
     }
-    if state_dir::container_exists(&create.runc_root, &create.container_id) {
-        // runc would refuse too; our directory belongs to that container.
-        let reason = "a container with this id exists under this runc root";
-        return Err(fail(&dir, std::io::Error::other(reason)));
-    }
-    // Left by a container that was never deleted through vibe-shim.
-    state_dir::remove(&dir).map_err(|e| fail(&dir, std::io::Error::other(e)))?;
-    state_dir::ensure_private(&dir).map_err(|e| fail(&dir, std::io::Error::other(e)))?;
-    let path = dir.join("config.json");
-    let bytes = serde_json::to_vec(spec).map_err(|e| fail(&path, std::io::Error::other(e)))?;
+    let bytes = serde_json::to_vec(spec).map_err(|e| fail(std::io::Error::other(e)))?;
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(&path)
-        .map_err(|e| fail(&path, e))?;
-    file.write_all(&bytes).map_err(|e| fail(&path, e))?;
-    Ok(dir)
+        .map_err(fail)?;
+    file.write_all(&bytes).map_err(fail)
 }
 
 /// The verb's arguments with every `--bundle` replaced by one naming `dir`.

@@ -1,5 +1,6 @@
 //! `delete`: before runc deletes the container, vibe-shim removes its own
-//! per-container directory (the private bundle and anything staged in it).
+//! per-container directory (the private bundle and any bind source staged
+//! in it).
 //! runc then gets its arguments untouched. A container that is still
 //! running and is not deleted with `--force` keeps its directory: runc
 //! refuses that delete, and its later `exec`s still need the judged spec.
@@ -35,6 +36,8 @@ pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString]) {
     let Ok(dir) = state_dir::container_dir(&root, id) else {
         return;
     };
+    // Staged bind sources first: they are mounts inside the directory.
+    crate::stage::release_quietly(&root, id);
     if let Err(e) = state_dir::remove(&dir) {
         eprintln!("vibe-shim: delete: {e}");
     }

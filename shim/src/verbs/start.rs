@@ -27,6 +27,10 @@ pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
     let container_id = first_positional(&items)
         .map(|v| lossy(v))
         .unwrap_or_default();
+    crate::stage::release_quietly(
+        &crate::state_dir::runc_root(ctx.root.as_deref()),
+        &container_id,
+    );
     let root = ctx
         .root
         .as_ref()

@@ -1,0 +1,63 @@
+//! End-to-end: the bind-source race through the private test dockerd. A host
+//! process (standing in for a container that can write in the worktree
+//! root) flips `<worktree>/x` between a real directory and a symlink to `/`
+//! while `docker run --mount type=bind,src=<worktree>/x,dst=/x` starts.
+//! Judged from inside: a marker file in the host's `/` must never show up at
+//! `/x`. Run with `tests/run.sh` (needs tests/env/up.sh).
+
+use std::time::Duration;
+
+use vibe_shim_tests::docker::{docker_with, env, runtime, unique_name, Container, IMAGE};
+use vibe_shim_tests::race::{Flipper, HostMarker};
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn docker_bind_source_flipped_to_root_never_escapes() {
+    let marker = HostMarker::new("docker", "HOST-SECRET\n");
+    let dir = env()
+        .policy("default")
+        .worktree_root()
+        .join(unique_name("flip"));
+    let real = dir.join("x");
+    let decoy = dir.join("y");
+    std::fs::create_dir_all(&real).unwrap();
+    std::fs::write(real.join("inside"), "").unwrap();
+    std::os::unix::fs::symlink("/", &decoy).unwrap();
+    let runs: usize = std::env::var("VIBE_BINDS_DOCKER_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let mount = format!("type=bind,src={},dst=/x", real.display());
+    let (mut escaped, mut inside, mut refused) = (0, 0, 0);
+    let flipper = Flipper::start(&real, &decoy);
+    for _ in 0..runs {
+        let c = Container::new("flip");
+        let rt = runtime();
+        let args = [
+            "run",
+            "--rm",
+            "--name",
+            &c.name,
+            "--runtime",
+            &rt,
+            "--mount",
+            &mount,
+            IMAGE,
+            "ls",
+            "/x",
+        ];
+        let out = docker_with(&args, None, Duration::from_secs(120));
+        if !out.success() {
+            refused += 1;
+        } else if out.stdout.contains(&marker.name()) {
+            escaped += 1;
+        } else if out.stdout.contains("inside") {
+            inside += 1;
+        }
+    }
+    drop(flipper);
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("docker flip: {runs} runs: escaped {escaped}, real {inside}, refused {refused}");
+    assert_eq!(escaped, 0, "host / reached the container");
+    assert!(inside > 0, "no run mounted the real directory");
+}
