@@ -56,6 +56,9 @@ fn run() -> i32 {
             &Denial::new("runtime", "runc", "vibe-shim", e.to_string()),
         );
     }
+    if verb == "delete" {
+        remove_network_host_rules(&inv);
+    }
     if !ENFORCED_VERBS.contains(&verb.as_str()) {
         return pass_through(&inv, &config_path);
     }
@@ -75,6 +78,17 @@ fn find_runtime(configured: Option<&Path>) -> Result<PathBuf, runtime::RuntimeEr
         std::env::var_os("PATH").as_deref(),
         runtime::own_exe().as_ref(),
     )
+}
+
+/// `delete`: open mode's host-namespace table goes with the container
+/// (vibe-hooks owns the how). A failure is reported; the delete goes on.
+fn remove_network_host_rules(inv: &Invocation) {
+    let items = args::scan_verb(inv.verb_args(), &[], false);
+    if let Some(id) = args::first_positional(&items) {
+        if let Err(e) = vibe_hooks::remove_host_rules(&id.to_string_lossy()) {
+            eprintln!("vibe-shim: network: {e}");
+        }
+    }
 }
 
 fn pass_through(inv: &Invocation, config_path: &Path) -> i32 {
