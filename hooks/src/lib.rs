@@ -120,14 +120,41 @@ pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<()
     let netns = open_container_netns(pid)?;
     let expected = ruleset::policy_tag(net);
     let reader = clone_fd(&netns)?;
-    in_netns(reader, move || {
+    let open = net.mode == NetworkMode::Open;
+    let (allowed, current) = in_netns(reader, move || {
         let table = nftables::read_table()?.ok_or(HookError::TableMissing)?;
-        if table.is_ours(&expected) {
-            Ok(())
-        } else {
-            Err(HookError::TableForeign { expected })
+        if !table.is_ours(&expected) {
+            return Err(HookError::TableForeign { expected });
         }
+        let current = if open {
+            container_addresses()?
+        } else {
+            Vec::new()
+        };
+        Ok((table.source_addrs(), current))
     })?;
+    if !open {
+        let plan = route_plan(net);
+        return in_netns(netns, move || route_work(plan));
+    }
+    // Rebuilding a table that has rules waits for an RCU grace period
+    // (milliseconds): only when the addresses changed or the host table is
+    // gone.
+    let name = ruleset::host_table_name(id).ok_or_else(|| HookError::BadId(id.to_string()))?;
+    let host_there = nftables::read_table_named(&name)
+        .map_err(|e| HookError::HostTable {
+            name: name.clone(),
+            reason: e.to_string(),
+        })?
+        .is_some();
+    let mut covered = allowed;
+    covered.sort();
+    let mut wanted = current;
+    wanted.sort();
+    wanted.dedup();
+    if host_there && covered == wanted {
+        return Ok(());
+    }
     apply(id, netns, net)
 }
 
@@ -152,13 +179,7 @@ fn apply(id: &str, netns: File, net: &NetworkSection) -> Result<(), HookError> {
     if net.mode == NetworkMode::Open {
         let name = ruleset::host_table_name(id).ok_or_else(|| HookError::BadId(id.to_string()))?;
         let reader = clone_fd(&netns)?;
-        facts.container_addrs = in_netns(reader, || {
-            routes::with_netlink(|h| async move { routes::all_addresses(&h).await })
-                .map_err(HookError::ContainerAddresses)
-        })?
-        .into_iter()
-        .filter(|a| is_container_source(*a))
-        .collect();
+        facts.container_addrs = in_netns(reader, container_addresses)?;
         let host = ruleset::host_table(&name, net, &facts.container_addrs);
         let installed = match &nft {
             Some(nft) => nft::apply(nft, &ruleset::ruleset(&host)).map_err(|e| e.to_string()),
@@ -175,6 +196,16 @@ fn apply(id: &str, netns: File, net: &NetworkSection) -> Result<(), HookError> {
         }
         route_work(plan)
     })
+}
+
+/// The calling thread's namespace's addresses that open mode names.
+fn container_addresses() -> Result<Vec<IpAddr>, HookError> {
+    let all = routes::with_netlink(|h| async move { routes::all_addresses(&h).await })
+        .map_err(HookError::ContainerAddresses)?;
+    Ok(all
+        .into_iter()
+        .filter(|a| is_container_source(*a))
+        .collect())
 }
 
 /// Addresses a packet from the container can carry to another host:

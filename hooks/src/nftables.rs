@@ -4,6 +4,8 @@
 //! text (see `nft --debug=netlink`), so `nft list` prints both alike.
 //! Numbers are from the kernel's uapi header linux/netfilter/nf_tables.h.
 
+use std::net::IpAddr;
+
 use ipnet::IpNet;
 use nix::errno::Errno;
 use vibe_policy::config::Protocol;
@@ -442,6 +444,11 @@ pub enum ExprView {
 /// Reads `inet vibe_shim` from the calling thread's network namespace;
 /// `Ok(None)` when there is no such table.
 pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
+    read_table_named(TABLE_NAME)
+}
+
+/// Reads table `inet NAME` from the calling thread's network namespace.
+pub fn read_table_named(name: &str) -> Result<Option<TableView>, NetlinkError> {
     let mut socket = NetfilterSocket::open()?;
     let seq = first_seq();
     let mut exists = true;
@@ -450,7 +457,7 @@ pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
         seq,
         NFT_MSG_GETTABLE,
         NLM_F_ACK,
-        NFTA_TABLE_NAME,
+        (NFTA_TABLE_NAME, name),
         |_| {},
     )
     .or_else(|e| match e {
@@ -472,9 +479,9 @@ pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
         seq + 1,
         NFT_MSG_GETCHAIN,
         NLM_F_DUMP,
-        NFTA_CHAIN_TABLE,
+        (NFTA_CHAIN_TABLE, name),
         |attrs| {
-            if attr_str(attrs, NFTA_CHAIN_TABLE) == Some(TABLE_NAME) {
+            if attr_str(attrs, NFTA_CHAIN_TABLE) == Some(name) {
                 view.chains.push(chain_view(attrs));
             }
         },
@@ -484,9 +491,9 @@ pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
         seq + 2,
         NFT_MSG_GETSET,
         NLM_F_DUMP,
-        NFTA_SET_TABLE,
+        (NFTA_SET_TABLE, name),
         |attrs| {
-            if attr_str(attrs, NFTA_SET_TABLE) == Some(TABLE_NAME) {
+            if attr_str(attrs, NFTA_SET_TABLE) == Some(name) {
                 view.sets += 1;
             }
         },
@@ -496,9 +503,9 @@ pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
         seq + 3,
         NFT_MSG_GETRULE,
         NLM_F_DUMP,
-        NFTA_RULE_TABLE,
+        (NFTA_RULE_TABLE, name),
         |attrs| {
-            if attr_str(attrs, NFTA_RULE_TABLE) == Some(TABLE_NAME) {
+            if attr_str(attrs, NFTA_RULE_TABLE) == Some(name) {
                 view.rules.push(rule_view(attrs));
             }
         },
@@ -513,13 +520,13 @@ fn request(
     seq: u32,
     msg: u16,
     flags: u16,
-    table_attr: u16,
+    (table_attr, name): (u16, &str),
     mut each: impl FnMut(&[u8]),
 ) -> Result<(), NetlinkError> {
     let mut w = MessageWriter::new(seq);
-    let what = format!("get {msg} of table inet vibe_shim");
+    let what = format!("get {msg} of table inet {name}");
     w.begin(msg, flags, NFPROTO_INET, &what);
-    w.string(table_attr, TABLE_NAME);
+    w.string(table_attr, name);
     w.end();
     socket.send(&w)?;
     socket.receive_until(|reply| match *reply {
@@ -632,6 +639,30 @@ impl TableView {
                     .any(|r| r.chain == *chain && r.comment.as_deref() == Some(tag))
             })
     }
+
+    /// The source addresses open mode's output chain lets out: rules that
+    /// are exactly a full source address, then accept.
+    pub fn source_addrs(&self) -> Vec<IpAddr> {
+        let mut found = Vec::new();
+        for rule in self.rules.iter().filter(|r| r.chain == "output") {
+            let addr = match rule.exprs.as_slice() {
+                [ExprView::Other(_), ExprView::Cmp { .. }, ExprView::Payload {
+                    base: PAYLOAD_NETWORK,
+                    offset,
+                    len,
+                }, ExprView::Cmp { op: CMP_EQ, data }, ExprView::Verdict(NF_ACCEPT)] => {
+                    match (*offset, *len) {
+                        (12, 4) => <[u8; 4]>::try_from(data.as_slice()).ok().map(IpAddr::from),
+                        (8, 16) => <[u8; 16]>::try_from(data.as_slice()).ok().map(IpAddr::from),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            found.extend(addr);
+        }
+        found
+    }
 }
 
 #[cfg(test)]
@@ -694,6 +725,7 @@ mod tests {
         assert_eq!(view.rules.len(), rules);
         assert!(view.is_ours(&policy_tag(&net)));
         assert!(!view.is_ours("vibe-shim policy other"));
+        assert!(view.source_addrs().is_empty(), "allowlist names no source");
         // The tag must be on input as well as output.
         let mut untagged_input = view.clone();
         for r in untagged_input
@@ -726,6 +758,31 @@ mod tests {
         let mut with_set = view;
         with_set.sets = 1;
         assert!(!with_set.is_ours(&policy_tag(&net)));
+    }
+
+    /// Open mode's source accepts read back as the addresses they name.
+    #[test]
+    fn source_addrs_read_back() {
+        let net = NetworkSection {
+            mode: NetworkMode::Open,
+            ..NetworkSection::default()
+        };
+        let facts = Facts {
+            container_addrs: vec!["172.30.99.2".parse().unwrap(), "fd42::2".parse().unwrap()],
+        };
+        let batch = encode_batch(&container_table(&net, &facts), 7);
+        let mut view = TableView::default();
+        for reply in parse_replies(batch.as_bytes()).unwrap() {
+            if let Reply::Data {
+                msg: NFT_MSG_NEWRULE,
+                attrs,
+                ..
+            } = reply
+            {
+                view.rules.push(rule_view(attrs));
+            }
+        }
+        assert_eq!(view.source_addrs(), facts.container_addrs);
     }
 
     #[test]

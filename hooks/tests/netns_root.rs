@@ -236,6 +236,25 @@ fn docker28_order_network_arrives_after_create() {
     check_before_start(ID, pid2, &none).unwrap();
     assert!(!has_default_route(&lab2.container));
     assert!(!lab2.container.tcp_answers(netns::PUBLIC_HOST, 8080));
+
+    // open mode, same order: no egress until the start check has named the
+    // container's addresses in both tables.
+    let mut lab3 = Lab::new_detached("d28o");
+    let pid3 = lab3.container.spawn(&["sleep", "60"]);
+    let open = policy(NetworkMode::Open, &[], false);
+    run_network_hook(&state(pid3, Path::new("/nonexistent")), &open).unwrap();
+    lab3.attach_container();
+    assert!(
+        !lab3.container.tcp_answers(netns::PUBLIC_HOST, 8080),
+        "egress from addresses no host rule covers"
+    );
+    check_before_start(ID, pid3, &open).unwrap();
+    assert!(lab3.container.tcp_answers(netns::PUBLIC_HOST, 8080));
+    let host = netns::must(&["nft", "list", "table", "inet", "vibe_shim_vibe-hooks-test"]);
+    assert!(host.contains("ip saddr 198.51.100.2 drop"), "{host}");
+    assert!(host.contains("ip6 saddr 2001:db8:100::2 drop"), "{host}");
+    remove_host_rules(ID).unwrap();
+    guard.assert_host_unchanged();
 }
 
 /// DNS goes to the policy's resolvers, never to the container's
