@@ -162,7 +162,10 @@ pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<()
 /// container `id` (open mode's host table); nothing there is not an error.
 /// For `delete`, in the runtime's (the host's) namespace.
 pub fn remove_host_rules(id: &str) -> Result<(), HookError> {
-    let name = ruleset::host_table_name(id).ok_or_else(|| HookError::BadId(id.to_string()))?;
+    // An id that cannot name a table never got one (the hook refused it).
+    let Some(name) = ruleset::host_table_name(id) else {
+        return Ok(());
+    };
     nftables::delete_table(&name).map_err(|e| HookError::HostTable {
         name,
         reason: e.to_string(),

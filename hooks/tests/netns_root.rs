@@ -501,6 +501,15 @@ fn fails_closed() {
     assert!(matches!(err, HookError::HostNamespace { .. }), "{err}");
     let err = check_before_start(ID, me, &none).unwrap_err();
     assert!(matches!(err, HookError::HostNamespace { .. }), "{err}");
+    // Open mode for an id that cannot name its host table: refused, and
+    // nothing to remove for it later.
+    let bad = String::from_utf8(st.clone())
+        .unwrap()
+        .replace(ID, "bad+id")
+        .into_bytes();
+    let err = run_network_hook(&bad, &policy(NetworkMode::Open, &[], false)).unwrap_err();
+    assert!(matches!(err, HookError::BadId(_)), "{err}");
+    remove_host_rules("bad+id").unwrap();
     // A pid that does not exist.
     assert!(run_network_hook(&state(i32::MAX, Path::new("/x")), &none).is_err());
     guard.assert_host_unchanged();
