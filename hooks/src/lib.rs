@@ -1,12 +1,14 @@
-//! vibe-shim's network confinement (issue 4): an OCI `createRuntime` hook
-//! that installs the `inet vibe_shim` nftables table and prunes routes inside
-//! the container's network namespace, plus the re-check done before `start`.
-//! Both talk to nf_tables over netlink in process; only an admin-configured
-//! `nft` binary makes the hook run a process.
+//! vibe-shim's network confinement (issues 4 and 9): an OCI `createRuntime`
+//! hook that installs the `inet vibe_shim` nftables table and prunes routes
+//! inside the container's network namespace, plus the re-check done before
+//! `start`. In open mode both also install `inet vibe_shim_<id>` in the
+//! host's namespace (see `ruleset.rs`), which [`remove_host_rules`] deletes
+//! at `delete`. All talk to nf_tables over netlink in process; only an
+//! admin-configured `nft` binary makes the hook run a process.
 //!
-//! Everything that changes the system runs on a dedicated thread that has
-//! entered the container's network namespace; the calling thread (and so the
-//! host namespace) is only ever read.
+//! Everything done in the container's namespace runs on a dedicated thread
+//! that has entered it; the calling thread never changes namespace, and
+//! writes nothing to the host but that one per-container table.
 
 pub mod nfnetlink;
 pub mod nft;
@@ -27,7 +29,7 @@ use vibe_policy::engine::NETWORK_HOOK_MARKER;
 use crate::nfnetlink::NetlinkError;
 use crate::nft::NftError;
 use crate::routes::RouteError;
-use crate::ruleset::HostFacts;
+use crate::ruleset::Facts;
 use crate::state::{ContainerState, StateError};
 
 /// PATH given to the hook when the creating process has none.
@@ -56,8 +58,12 @@ pub enum HookError {
     Enter(nix::Error),
     #[error("worker thread failed: {0}")]
     Thread(String),
-    #[error("cannot read the host's addresses: {0}")]
-    HostAddresses(RouteError),
+    #[error("cannot read the container's addresses: {0}")]
+    ContainerAddresses(RouteError),
+    #[error("container id {0:?} cannot name a host table")]
+    BadId(String),
+    #[error("host table inet {name}: {reason}")]
+    HostTable { name: String, reason: String },
     #[error(transparent)]
     Nft(#[from] NftError),
     #[error("nftables: {0}")]
@@ -102,50 +108,123 @@ pub fn hook_entry(shim_exe: &Path, config: &Path) -> serde_json::Value {
 pub fn run_network_hook(state_json: &[u8], net: &NetworkSection) -> Result<(), HookError> {
     let state = ContainerState::parse(state_json)?;
     let netns = open_container_netns(state.pid)?;
-    let nft = net.nft.as_deref().map(nft::check_executable).transpose()?;
-    let facts = HostFacts {
-        nameservers: if net.dns {
-            container_nameservers(&state.bundle)?
+    apply(&state.id, netns, net)
+}
+
+/// Called by the shim before `runc start`: the table must still be ours;
+/// then the work is redone, because Docker 28+ only adds the container's
+/// interfaces and default route after `runc create`: the routes, and in
+/// open mode the rules that name the container's addresses (in its table
+/// and the host's).
+pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<(), HookError> {
+    let netns = open_container_netns(pid)?;
+    let expected = ruleset::policy_tag(net);
+    let reader = clone_fd(&netns)?;
+    let open = net.mode == NetworkMode::Open;
+    let (allowed, current) = in_netns(reader, move || {
+        let table = nftables::read_table()?.ok_or(HookError::TableMissing)?;
+        if !table.is_ours(&expected) {
+            return Err(HookError::TableForeign { expected });
+        }
+        let current = if open {
+            container_addresses()?
         } else {
             Vec::new()
-        },
-        host_addrs: if net.mode == NetworkMode::Open {
-            host_addresses()?
-        } else {
-            Vec::new()
-        },
+        };
+        Ok((table.source_addrs(), current))
+    })?;
+    if !open {
+        let plan = route_plan(net);
+        return in_netns(netns, move || route_work(plan));
+    }
+    // Rebuilding a table that has rules waits for an RCU grace period
+    // (milliseconds): only when the addresses changed or the host table is
+    // gone.
+    let name = ruleset::host_table_name(id).ok_or_else(|| HookError::BadId(id.to_string()))?;
+    let host_there = nftables::read_table_named(&name)
+        .map_err(|e| HookError::HostTable {
+            name: name.clone(),
+            reason: e.to_string(),
+        })?
+        .is_some();
+    let mut covered = allowed;
+    covered.sort();
+    let mut wanted = current;
+    wanted.sort();
+    wanted.dedup();
+    if host_there && covered == wanted {
+        return Ok(());
+    }
+    apply(id, netns, net)
+}
+
+/// Removes what [`run_network_hook`] put in the host's namespace for
+/// container `id` (open mode's host table); nothing there is not an error.
+/// For `delete`, in the runtime's (the host's) namespace.
+pub fn remove_host_rules(id: &str) -> Result<(), HookError> {
+    // An id that cannot name a table never got one (the hook refused it).
+    let Some(name) = ruleset::host_table_name(id) else {
+        return Ok(());
     };
-    let plan = route_plan(net, &facts.nameservers);
-    let rules = ruleset::output_rules(net, &facts);
+    nftables::delete_table(&name).map_err(|e| HookError::HostTable {
+        name,
+        reason: e.to_string(),
+    })
+}
+
+/// The whole network work for container `id` in `netns`. Open mode reads
+/// the container's addresses first, covers them in the host table, and only
+/// then lets them out of the container's table: an address that appears
+/// later has no egress until this runs again.
+fn apply(id: &str, netns: File, net: &NetworkSection) -> Result<(), HookError> {
+    let nft = net.nft.as_deref().map(nft::check_executable).transpose()?;
+    let mut facts = Facts::default();
+    if net.mode == NetworkMode::Open {
+        let name = ruleset::host_table_name(id).ok_or_else(|| HookError::BadId(id.to_string()))?;
+        let reader = clone_fd(&netns)?;
+        facts.container_addrs = in_netns(reader, container_addresses)?;
+        let host = ruleset::host_table(&name, net, &facts.container_addrs);
+        let installed = match &nft {
+            Some(nft) => nft::apply(nft, &ruleset::ruleset(&host)).map_err(|e| e.to_string()),
+            None => nftables::apply(&host).map_err(|e| e.to_string()),
+        };
+        installed.map_err(|reason| HookError::HostTable { name, reason })?;
+    }
+    let table = ruleset::container_table(net, &facts);
+    let plan = route_plan(net);
     in_netns(netns, move || {
         match nft {
-            Some(nft) => nft::apply(&nft, &ruleset::ruleset(&rules))?,
-            None => nftables::apply(&rules)?,
+            Some(nft) => nft::apply(&nft, &ruleset::ruleset(&table))?,
+            None => nftables::apply(&table)?,
         }
         route_work(plan)
     })
 }
 
-/// Called by the shim before `runc start`: the table must still be ours, and
-/// the route work is redone, because Docker 28+ only adds the container's
-/// interfaces and default route after `runc create`.
-pub fn check_before_start(pid: i32, net: &NetworkSection) -> Result<(), HookError> {
-    let netns = open_container_netns(pid)?;
-    let expected = ruleset::policy_tag(net);
-    let net = net.clone();
-    in_netns(netns, move || {
-        let table = nftables::read_table()?.ok_or(HookError::TableMissing)?;
-        if !table.is_ours(&expected) {
-            return Err(HookError::TableForeign { expected });
+/// The calling thread's namespace's addresses that open mode names.
+fn container_addresses() -> Result<Vec<IpAddr>, HookError> {
+    let all = routes::with_netlink(|h| async move { routes::all_addresses(&h).await })
+        .map_err(HookError::ContainerAddresses)?;
+    Ok(all
+        .into_iter()
+        .filter(|a| is_container_source(*a))
+        .collect())
+}
+
+/// Addresses a packet from the container can carry to another host:
+/// loopback and link-local ones never reach past the link.
+fn is_container_source(addr: IpAddr) -> bool {
+    match addr {
+        IpAddr::V4(a) => !(a.is_loopback() || a.is_link_local() || a.is_unspecified()),
+        IpAddr::V6(a) => {
+            !(a.is_loopback() || a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80)
         }
-        // The resolvers the hook allowed are in the table itself.
-        let nameservers = if net.dns {
-            table.dns_resolvers()
-        } else {
-            Vec::new()
-        };
-        route_work(route_plan(&net, &nameservers))
-    })
+    }
+}
+
+fn clone_fd(file: &File) -> Result<File, HookError> {
+    file.try_clone()
+        .map_err(|e| HookError::Thread(e.to_string()))
 }
 
 /// Opens the namespace first and judges the open file, so the check and the
@@ -202,35 +281,6 @@ where
         .map_err(|_| HookError::Thread("panicked".into()))?
 }
 
-/// Reads the host's addresses from a fresh thread in the host namespace
-/// (read-only: a dump, nothing is changed).
-fn host_addresses() -> Result<Vec<IpAddr>, HookError> {
-    let worker = std::thread::Builder::new()
-        .name("vibe-hostaddr".into())
-        .spawn(|| routes::with_netlink(|h| async move { routes::all_addresses(&h).await }))
-        .map_err(|e| HookError::Thread(e.to_string()))?;
-    worker
-        .join()
-        .map_err(|_| HookError::Thread("panicked".into()))?
-        .map_err(HookError::HostAddresses)
-}
-
-fn container_nameservers(bundle: &Path) -> Result<Vec<IpAddr>, HookError> {
-    let config_path = bundle.join("config.json");
-    let read = |p: &Path| {
-        std::fs::read_to_string(p).map_err(|source| HookError::Open {
-            path: p.to_path_buf(),
-            source,
-        })
-    };
-    let config: serde_json::Value = serde_json::from_str(&read(&config_path)?)
-        .map_err(|e| HookError::State(StateError::Json(e)))?;
-    match state::resolv_conf_source(bundle, &config) {
-        Some(resolv) => Ok(state::parse_nameservers(&read(&resolv)?)),
-        None => Ok(Vec::new()),
-    }
-}
-
 /// What the route work does for a policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum RoutePlan {
@@ -242,16 +292,16 @@ enum RoutePlan {
     Only(Vec<IpNet>),
 }
 
-fn route_plan(net: &NetworkSection, nameservers: &[IpAddr]) -> RoutePlan {
+fn route_plan(net: &NetworkSection) -> RoutePlan {
     match net.mode {
         NetworkMode::Open => RoutePlan::Keep,
         NetworkMode::None => RoutePlan::NoDefault,
         NetworkMode::Allowlist => {
             let mut targets: Vec<IpNet> = net.allow.iter().map(|r| r.net).collect();
             targets.extend(
-                nameservers
+                net.resolvers
                     .iter()
-                    .filter(|a| !a.is_loopback())
+                    .filter(|a| net.dns && !a.is_loopback())
                     .map(|a| IpNet::from(*a)),
             );
             RoutePlan::Only(targets)
@@ -295,16 +345,32 @@ mod tests {
     }
 
     #[test]
+    fn container_sources() {
+        for (addr, ok) in [
+            ("172.30.99.2", true),
+            ("127.0.0.1", false),
+            ("169.254.1.2", false),
+            ("fd42::2", true),
+            ("2001:db8::2", true),
+            ("fe80::42:acff:fe1e:6302", false),
+            ("::1", false),
+        ] {
+            assert_eq!(is_container_source(addr.parse().unwrap()), ok, "{addr}");
+        }
+    }
+
+    #[test]
     fn route_plans() {
         let mut net = NetworkSection::default();
-        assert_eq!(route_plan(&net, &[]), RoutePlan::NoDefault);
+        assert_eq!(route_plan(&net), RoutePlan::NoDefault);
         net.mode = NetworkMode::Open;
-        assert_eq!(route_plan(&net, &[]), RoutePlan::Keep);
+        assert_eq!(route_plan(&net), RoutePlan::Keep);
         net.mode = NetworkMode::Allowlist;
         net.allow = vec!["203.0.113.0/24:443".parse().unwrap()];
-        let ns: Vec<IpAddr> = vec!["127.0.0.11".parse().unwrap(), "192.0.2.53".parse().unwrap()];
+        net.dns = true;
+        net.resolvers = vec!["127.0.0.11".parse().unwrap(), "192.0.2.53".parse().unwrap()];
         assert_eq!(
-            route_plan(&net, &ns),
+            route_plan(&net),
             RoutePlan::Only(vec![
                 "203.0.113.0/24".parse().unwrap(),
                 "192.0.2.53/32".parse().unwrap()

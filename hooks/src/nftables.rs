@@ -14,7 +14,7 @@ use crate::nfnetlink::{
     attr_str, attr_u32_be, attribute, attributes, MessageWriter, NetfilterSocket, NetlinkError,
     Reply, NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_DUMP,
 };
-use crate::ruleset::{Match, Rule, Verdict, TABLE_NAME};
+use crate::ruleset::{Hook, Match, Table, Verdict, TABLE_NAME};
 
 const NFPROTO_INET: u8 = 1;
 const NFPROTO_IPV4: u8 = 2;
@@ -22,6 +22,7 @@ const NFPROTO_IPV6: u8 = 10;
 
 const NFT_MSG_NEWTABLE: u16 = 0;
 const NFT_MSG_GETTABLE: u16 = 1;
+const NFT_MSG_DELTABLE: u16 = 2;
 const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFT_MSG_GETCHAIN: u16 = 4;
 const NFT_MSG_NEWRULE: u16 = 6;
@@ -50,6 +51,7 @@ const NFTA_DATA_VERDICT: u16 = 2;
 const NFTA_VERDICT_CODE: u16 = 1;
 
 /// Netfilter hook numbers (NF_INET_*).
+pub const HOOK_LOCAL_IN: u32 = 1;
 pub const HOOK_FORWARD: u32 = 2;
 pub const HOOK_LOCAL_OUT: u32 = 3;
 /// Verdict codes (NF_DROP, NF_ACCEPT).
@@ -67,6 +69,7 @@ const CMP_NEQ: u32 = 1;
 const CMP_LTE: u32 = 3;
 const CMP_GTE: u32 = 5;
 
+const META_IIFTYPE: u32 = 8;
 const META_OIFTYPE: u32 = 9;
 const META_NFPROTO: u32 = 15;
 const META_L4PROTO: u32 = 16;
@@ -81,16 +84,55 @@ const REJECT_ICMPX_ADMIN_PROHIBITED: u8 = 3;
 /// libnftnl's user-data TLV type for a rule comment.
 const UDATA_RULE_COMMENT: u8 = 0;
 
-/// The chains the table holds: (name, hook).
-pub const CHAINS: [(&str, u32); 2] = [("output", HOOK_LOCAL_OUT), ("forward", HOOK_FORWARD)];
+/// The chains the container's table holds: (name, hook).
+pub const CHAINS: [(&str, u32); 3] = [
+    ("output", HOOK_LOCAL_OUT),
+    ("input", HOOK_LOCAL_IN),
+    ("forward", HOOK_FORWARD),
+];
 
-/// Installs the table with `output_rules` in one transaction: add the
-/// table, flush its rules, (re)define both chains with policy drop, append
-/// the rules. Runs in the calling thread's network namespace.
-pub fn apply(output_rules: &[Rule]) -> Result<(), NetlinkError> {
-    let batch = encode_batch(output_rules, first_seq());
+fn hook_number(hook: Hook) -> u32 {
+    match hook {
+        Hook::Input => HOOK_LOCAL_IN,
+        Hook::Forward => HOOK_FORWARD,
+        Hook::Output => HOOK_LOCAL_OUT,
+    }
+}
+
+/// Installs `table` in one transaction: add the table, flush its rules,
+/// (re)define its chains, append the rules. Runs in the calling thread's
+/// network namespace.
+pub fn apply(table: &Table) -> Result<(), NetlinkError> {
+    let batch = encode_batch(table, first_seq());
+    send_batch(&batch)
+}
+
+/// Deletes table `inet NAME` with everything in it; a table that is not
+/// there is not an error.
+pub fn delete_table(name: &str) -> Result<(), NetlinkError> {
+    let mut w = MessageWriter::new(first_seq());
+    w.begin_batch();
+    w.begin(
+        NFT_MSG_DELTABLE,
+        NLM_F_ACK,
+        NFPROTO_INET,
+        &format!("delete table inet {name}"),
+    );
+    w.string(NFTA_TABLE_NAME, name);
+    w.end();
+    w.end_batch();
+    match send_batch(&w) {
+        Err(NetlinkError::Refused {
+            errno: Errno::ENOENT,
+            ..
+        }) => Ok(()),
+        other => other,
+    }
+}
+
+fn send_batch(batch: &MessageWriter) -> Result<(), NetlinkError> {
     let mut socket = NetfilterSocket::open()?;
-    socket.send(&batch)?;
+    socket.send(batch)?;
     let described = batch.described();
     // Every message but the batch markers asks for an ack.
     let mut pending: Vec<u32> = described[1..described.len() - 1]
@@ -126,62 +168,74 @@ fn first_seq() -> u32 {
 }
 
 /// The whole transaction as netlink messages.
-pub fn encode_batch(output_rules: &[Rule], first_seq: u32) -> MessageWriter {
+pub fn encode_batch(table: &Table, first_seq: u32) -> MessageWriter {
+    let name = table.name.as_str();
     let mut w = MessageWriter::new(first_seq);
     w.begin_batch();
     w.begin(
         NFT_MSG_NEWTABLE,
         NLM_F_CREATE | NLM_F_ACK,
         NFPROTO_INET,
-        "add table inet vibe_shim",
+        &format!("add table inet {name}"),
     );
-    w.string(NFTA_TABLE_NAME, TABLE_NAME);
+    w.string(NFTA_TABLE_NAME, name);
     w.end();
     // No chain attribute: every rule of every chain in the table goes.
     w.begin(
         NFT_MSG_DELRULE,
         NLM_F_ACK,
         NFPROTO_INET,
-        "flush table inet vibe_shim",
+        &format!("flush table inet {name}"),
     );
-    w.string(NFTA_RULE_TABLE, TABLE_NAME);
+    w.string(NFTA_RULE_TABLE, name);
     w.end();
-    for (name, hook) in CHAINS {
+    for chain in &table.chains {
+        let chain_name = chain.hook.name();
         w.begin(
             NFT_MSG_NEWCHAIN,
             NLM_F_CREATE | NLM_F_ACK,
             NFPROTO_INET,
-            &format!("chain {name}"),
+            &format!("chain {chain_name}"),
         );
-        w.string(NFTA_CHAIN_TABLE, TABLE_NAME);
-        w.string(NFTA_CHAIN_NAME, name);
+        w.string(NFTA_CHAIN_TABLE, name);
+        w.string(NFTA_CHAIN_NAME, chain_name);
         let nest = w.nest_start(NFTA_CHAIN_HOOK);
-        w.u32_be(NFTA_HOOK_HOOKNUM, hook);
+        w.u32_be(NFTA_HOOK_HOOKNUM, hook_number(chain.hook));
         w.u32_be(NFTA_HOOK_PRIORITY, 0); // "priority filter"
         w.nest_end(nest);
-        w.u32_be(NFTA_CHAIN_POLICY, NF_DROP);
+        let policy = if chain.policy == Verdict::Accept {
+            NF_ACCEPT
+        } else {
+            NF_DROP
+        };
+        w.u32_be(NFTA_CHAIN_POLICY, policy);
         w.string(NFTA_CHAIN_TYPE, "filter");
         w.end();
     }
-    for rule in output_rules {
-        w.begin(
-            NFT_MSG_NEWRULE,
-            NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK,
-            NFPROTO_INET,
-            &format!("rule \"{rule}\""),
-        );
-        w.string(NFTA_RULE_TABLE, TABLE_NAME);
-        w.string(NFTA_RULE_CHAIN, "output");
-        let list = w.nest_start(NFTA_RULE_EXPRESSIONS);
-        for m in &rule.matches {
-            encode_match(&mut w, m);
+    for chain in &table.chains {
+        for rule in &chain.rules {
+            w.begin(
+                NFT_MSG_NEWRULE,
+                NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK,
+                NFPROTO_INET,
+                &format!("rule \"{rule}\""),
+            );
+            w.string(NFTA_RULE_TABLE, name);
+            w.string(NFTA_RULE_CHAIN, chain.hook.name());
+            let list = w.nest_start(NFTA_RULE_EXPRESSIONS);
+            // nft loads the family once per rule; a second match of the
+            // same family does not repeat it (so both list alike).
+            let mut family = None;
+            for m in &rule.matches {
+                encode_match(&mut w, m, &mut family);
+            }
+            encode_verdict(&mut w, rule.verdict);
+            w.nest_end(list);
+            if let Some(comment) = &rule.comment {
+                w.bytes(NFTA_RULE_USERDATA, &comment_udata(comment));
+            }
+            w.end();
         }
-        encode_verdict(&mut w, rule.verdict);
-        w.nest_end(list);
-        if let Some(comment) = &rule.comment {
-            w.bytes(NFTA_RULE_USERDATA, &comment_udata(comment));
-        }
-        w.end();
     }
     w.end_batch();
     w
@@ -197,14 +251,31 @@ fn comment_udata(comment: &str) -> Vec<u8> {
     out
 }
 
-fn encode_match(w: &mut MessageWriter, m: &Match) {
+/// `meta nfproto FAMILY`, unless the rule already established it.
+fn nfproto(w: &mut MessageWriter, family: u8, known: &mut Option<u8>) {
+    if *known != Some(family) {
+        meta_cmp(w, META_NFPROTO, &[family]);
+        *known = Some(family);
+    }
+}
+
+fn encode_match(w: &mut MessageWriter, m: &Match, known: &mut Option<u8>) {
     match *m {
-        Match::Daddr(net) => {
+        Match::Saddr(net) | Match::Daddr(net) => {
+            let source = matches!(m, Match::Saddr(_));
             let (family, offset, addr) = match net {
-                IpNet::V4(n) => (NFPROTO_IPV4, 16, n.addr().octets().to_vec()),
-                IpNet::V6(n) => (NFPROTO_IPV6, 24, n.addr().octets().to_vec()),
+                IpNet::V4(n) => (
+                    NFPROTO_IPV4,
+                    if source { 12 } else { 16 },
+                    n.addr().octets().to_vec(),
+                ),
+                IpNet::V6(n) => (
+                    NFPROTO_IPV6,
+                    if source { 8 } else { 24 },
+                    n.addr().octets().to_vec(),
+                ),
             };
-            meta_cmp(w, META_NFPROTO, &[family]);
+            nfproto(w, family, known);
             let prefix = usize::from(net.prefix_len());
             if prefix > 0 && prefix % 8 == 0 {
                 // Whole bytes: load just those, as nft does.
@@ -235,12 +306,13 @@ fn encode_match(w: &mut MessageWriter, m: &Match) {
             }
         }
         Match::Icmpv6Type(t) => {
-            meta_cmp(w, META_NFPROTO, &[NFPROTO_IPV6]);
+            nfproto(w, NFPROTO_IPV6, known);
             meta_cmp(w, META_L4PROTO, &[IPPROTO_ICMPV6]);
             payload(w, PAYLOAD_TRANSPORT, 0, 1);
             cmp(w, CMP_EQ, &[t]);
         }
         Match::OifLoopback => meta_cmp(w, META_OIFTYPE, &ARPHRD_LOOPBACK.to_ne_bytes()),
+        Match::IifLoopback => meta_cmp(w, META_IIFTYPE, &ARPHRD_LOOPBACK.to_ne_bytes()),
         Match::EstablishedOrRelated => {
             expr(w, "ct", |w| {
                 w.u32_be(1, REG_1); // NFTA_CT_DREG
@@ -372,6 +444,11 @@ pub enum ExprView {
 /// Reads `inet vibe_shim` from the calling thread's network namespace;
 /// `Ok(None)` when there is no such table.
 pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
+    read_table_named(TABLE_NAME)
+}
+
+/// Reads table `inet NAME` from the calling thread's network namespace.
+pub fn read_table_named(name: &str) -> Result<Option<TableView>, NetlinkError> {
     let mut socket = NetfilterSocket::open()?;
     let seq = first_seq();
     let mut exists = true;
@@ -380,7 +457,7 @@ pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
         seq,
         NFT_MSG_GETTABLE,
         NLM_F_ACK,
-        NFTA_TABLE_NAME,
+        (NFTA_TABLE_NAME, name),
         |_| {},
     )
     .or_else(|e| match e {
@@ -402,9 +479,9 @@ pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
         seq + 1,
         NFT_MSG_GETCHAIN,
         NLM_F_DUMP,
-        NFTA_CHAIN_TABLE,
+        (NFTA_CHAIN_TABLE, name),
         |attrs| {
-            if attr_str(attrs, NFTA_CHAIN_TABLE) == Some(TABLE_NAME) {
+            if attr_str(attrs, NFTA_CHAIN_TABLE) == Some(name) {
                 view.chains.push(chain_view(attrs));
             }
         },
@@ -414,9 +491,9 @@ pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
         seq + 2,
         NFT_MSG_GETSET,
         NLM_F_DUMP,
-        NFTA_SET_TABLE,
+        (NFTA_SET_TABLE, name),
         |attrs| {
-            if attr_str(attrs, NFTA_SET_TABLE) == Some(TABLE_NAME) {
+            if attr_str(attrs, NFTA_SET_TABLE) == Some(name) {
                 view.sets += 1;
             }
         },
@@ -426,9 +503,9 @@ pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
         seq + 3,
         NFT_MSG_GETRULE,
         NLM_F_DUMP,
-        NFTA_RULE_TABLE,
+        (NFTA_RULE_TABLE, name),
         |attrs| {
-            if attr_str(attrs, NFTA_RULE_TABLE) == Some(TABLE_NAME) {
+            if attr_str(attrs, NFTA_RULE_TABLE) == Some(name) {
                 view.rules.push(rule_view(attrs));
             }
         },
@@ -443,13 +520,13 @@ fn request(
     seq: u32,
     msg: u16,
     flags: u16,
-    table_attr: u16,
+    (table_attr, name): (u16, &str),
     mut each: impl FnMut(&[u8]),
 ) -> Result<(), NetlinkError> {
     let mut w = MessageWriter::new(seq);
-    let what = format!("get {msg} of table inet vibe_shim");
+    let what = format!("get {msg} of table inet {name}");
     w.begin(msg, flags, NFPROTO_INET, &what);
-    w.string(table_attr, TABLE_NAME);
+    w.string(table_attr, name);
     w.end();
     socket.send(&w)?;
     socket.receive_until(|reply| match *reply {
@@ -539,12 +616,12 @@ fn expr_view(elem: &[u8]) -> ExprView {
 }
 
 impl TableView {
-    /// Exactly our two base chains with policy drop, nothing in forward, no
-    /// set, and our policy's tag on a rule of output.
+    /// Exactly our three base chains with policy drop, nothing in forward,
+    /// no set, and our policy's tag on a rule of output and of input.
     pub fn is_ours(&self, tag: &str) -> bool {
         let mut names: Vec<&str> = self.chains.iter().map(|c| c.name.as_str()).collect();
         names.sort_unstable();
-        let chains_ok = names == ["forward", "output"]
+        let chains_ok = names == ["forward", "input", "output"]
             && CHAINS.iter().all(|(name, hook)| {
                 self.chains.iter().any(|c| {
                     c.name == *name
@@ -556,42 +633,33 @@ impl TableView {
         chains_ok
             && self.sets == 0
             && !self.rules.iter().any(|r| r.chain == "forward")
-            && self
-                .rules
-                .iter()
-                .any(|r| r.chain == "output" && r.comment.as_deref() == Some(tag))
+            && ["output", "input"].iter().all(|chain| {
+                self.rules
+                    .iter()
+                    .any(|r| r.chain == *chain && r.comment.as_deref() == Some(tag))
+            })
     }
 
-    /// The resolvers of the DNS accept rules: a full destination address
-    /// and destination port 53, then accept.
-    pub fn dns_resolvers(&self) -> Vec<IpAddr> {
-        let mut found: Vec<IpAddr> = Vec::new();
+    /// The source addresses open mode's output chain lets out: rules that
+    /// are exactly a full source address, then accept.
+    pub fn source_addrs(&self) -> Vec<IpAddr> {
+        let mut found = Vec::new();
         for rule in self.rules.iter().filter(|r| r.chain == "output") {
-            let mut addr = None;
-            let mut port_53 = false;
-            for pair in rule.exprs.windows(2) {
-                let [ExprView::Payload { base, offset, len }, ExprView::Cmp { op: CMP_EQ, data }] =
-                    pair
-                else {
-                    continue;
-                };
-                match (*base, *offset, *len, data.len()) {
-                    (PAYLOAD_NETWORK, 16, 4, 4) => {
-                        addr = <[u8; 4]>::try_from(data.as_slice()).ok().map(IpAddr::from);
+            let addr = match rule.exprs.as_slice() {
+                [ExprView::Other(_), ExprView::Cmp { .. }, ExprView::Payload {
+                    base: PAYLOAD_NETWORK,
+                    offset,
+                    len,
+                }, ExprView::Cmp { op: CMP_EQ, data }, ExprView::Verdict(NF_ACCEPT)] => {
+                    match (*offset, *len) {
+                        (12, 4) => <[u8; 4]>::try_from(data.as_slice()).ok().map(IpAddr::from),
+                        (8, 16) => <[u8; 16]>::try_from(data.as_slice()).ok().map(IpAddr::from),
+                        _ => None,
                     }
-                    (PAYLOAD_NETWORK, 24, 16, 16) => {
-                        addr = <[u8; 16]>::try_from(data.as_slice()).ok().map(IpAddr::from);
-                    }
-                    (PAYLOAD_TRANSPORT, 2, 2, 2) => port_53 = data[..] == 53u16.to_be_bytes(),
-                    _ => {}
                 }
-            }
-            let accepts = rule.exprs.last() == Some(&ExprView::Verdict(NF_ACCEPT));
-            if let (Some(addr), true, true) = (addr, port_53, accepts) {
-                if !found.contains(&addr) {
-                    found.push(addr);
-                }
-            }
+                _ => None,
+            };
+            found.extend(addr);
         }
         found
     }
@@ -601,7 +669,7 @@ impl TableView {
 mod tests {
     use super::*;
     use crate::nfnetlink::parse_replies;
-    use crate::ruleset::{output_rules, policy_tag, HostFacts};
+    use crate::ruleset::{container_table, policy_tag, Facts};
     use vibe_policy::config::{NetworkMode, NetworkSection};
 
     #[test]
@@ -634,17 +702,15 @@ mod tests {
             mode: NetworkMode::Allowlist,
             allow: vec!["203.0.113.5:8000-8100/udp".parse().unwrap()],
             dns: true,
-            nft: None,
-        };
-        let facts = HostFacts {
-            nameservers: vec![
+            resolvers: vec![
                 "192.0.2.53".parse().unwrap(),
                 "2001:db8::53".parse().unwrap(),
             ],
-            host_addrs: vec![],
+            ..NetworkSection::default()
         };
-        let rules = output_rules(&net, &facts);
-        let batch = encode_batch(&rules, 100);
+        let table = container_table(&net, &Facts::default());
+        let rules: usize = table.chains.iter().map(|c| c.rules.len()).sum();
+        let batch = encode_batch(&table, 100);
         let mut view = TableView::default();
         for reply in parse_replies(batch.as_bytes()).unwrap() {
             let Reply::Data { msg, attrs, .. } = reply else {
@@ -656,10 +722,23 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!(view.rules.len(), rules.len());
+        assert_eq!(view.rules.len(), rules);
         assert!(view.is_ours(&policy_tag(&net)));
         assert!(!view.is_ours("vibe-shim policy other"));
-        assert_eq!(view.dns_resolvers(), facts.nameservers);
+        assert!(view.source_addrs().is_empty(), "allowlist names no source");
+        // The tag must be on input as well as output.
+        let mut untagged_input = view.clone();
+        for r in untagged_input
+            .rules
+            .iter_mut()
+            .filter(|r| r.chain == "input")
+        {
+            r.comment = None;
+        }
+        assert!(!untagged_input.is_ours(&policy_tag(&net)));
+        let mut no_input = view.clone();
+        no_input.chains.retain(|c| c.name != "input");
+        assert!(!no_input.is_ours(&policy_tag(&net)));
 
         let mut extra = view.clone();
         extra.chains.push(ChainView {
@@ -681,10 +760,36 @@ mod tests {
         assert!(!with_set.is_ours(&policy_tag(&net)));
     }
 
+    /// Open mode's source accepts read back as the addresses they name.
+    #[test]
+    fn source_addrs_read_back() {
+        let net = NetworkSection {
+            mode: NetworkMode::Open,
+            ..NetworkSection::default()
+        };
+        let facts = Facts {
+            container_addrs: vec!["172.30.99.2".parse().unwrap(), "fd42::2".parse().unwrap()],
+        };
+        let batch = encode_batch(&container_table(&net, &facts), 7);
+        let mut view = TableView::default();
+        for reply in parse_replies(batch.as_bytes()).unwrap() {
+            if let Reply::Data {
+                msg: NFT_MSG_NEWRULE,
+                attrs,
+                ..
+            } = reply
+            {
+                view.rules.push(rule_view(attrs));
+            }
+        }
+        assert_eq!(view.source_addrs(), facts.container_addrs);
+    }
+
     #[test]
     fn every_message_but_the_markers_asks_for_an_ack() {
-        let rules = output_rules(&NetworkSection::default(), &HostFacts::default());
-        let batch = encode_batch(&rules, 1);
+        let table = container_table(&NetworkSection::default(), &Facts::default());
+        let rules: usize = table.chains.iter().map(|c| c.rules.len()).sum();
+        let batch = encode_batch(&table, 1);
         let bytes = batch.as_bytes();
         let mut flags = Vec::new();
         let mut rest = bytes;
@@ -693,8 +798,8 @@ mod tests {
             flags.push(u16::from_ne_bytes([rest[6], rest[7]]));
             rest = &rest[len..];
         }
-        // begin, table, flush, 2 chains, 4 rules, end
-        assert_eq!(flags.len(), 2 + 2 + 2 + rules.len());
+        // begin, table, flush, 3 chains, the rules, end
+        assert_eq!(flags.len(), 2 + 2 + 3 + rules);
         assert_eq!(flags[0] & NLM_F_ACK, 0);
         assert_eq!(flags[flags.len() - 1] & NLM_F_ACK, 0);
         assert!(flags[1..flags.len() - 1].iter().all(|f| f & NLM_F_ACK != 0));

@@ -1,5 +1,16 @@
-//! The rules of `inet vibe_shim`, as a pure function of the policy and the
-//! host facts the hook collected. Nothing here touches the system.
+//! The rules of `inet vibe_shim` (in the container's namespace) and of
+//! `inet vibe_shim_<id>` (in the host's, open mode), as a pure function of
+//! the policy and the container's own addresses. Nothing here touches the
+//! system.
+//!
+//! Open mode keeps the host out without knowing the host's addresses: the
+//! host table drops, at the host's input hook, every packet from the
+//! container's addresses that is not a reply or neighbour discovery. The
+//! input hook only ever sees packets the host's routing delivers locally,
+//! so an address the host gains later is covered at once. The container's
+//! own table lets out only packets from those addresses, so an interface
+//! added later (with an address the host table does not know) has no
+//! egress until the start check has covered it.
 //!
 //! The rules are a small structured model ([`Rule`]): `nftables.rs` encodes
 //! it as netlink messages, and [`ruleset`] renders it as `nft -f` text for an
@@ -61,16 +72,17 @@ pub const PRIVATE_V6: &[&str] = &[
 
 /// What the ruleset depends on besides the policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HostFacts {
-    /// Resolvers from the container's resolv.conf (used when `dns = true`).
-    pub nameservers: Vec<IpAddr>,
-    /// Every address on every host interface (used by open mode).
-    pub host_addrs: Vec<IpAddr>,
+pub struct Facts {
+    /// The container's addresses (not loopback, not link-local), used by
+    /// open mode; read inside its namespace.
+    pub container_addrs: Vec<IpAddr>,
 }
 
 /// One condition of a rule. All of a rule's matches must hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Match {
+    /// `ip saddr NET` / `ip6 saddr NET` (the family follows the address).
+    Saddr(IpNet),
     /// `ip daddr NET` / `ip6 daddr NET` (the family follows the address).
     Daddr(IpNet),
     /// `meta l4proto tcp`, or `tcp dport LO[-HI]` with ports.
@@ -82,6 +94,8 @@ pub enum Match {
     Icmpv6Type(u8),
     /// `meta oiftype loopback`: by device type, since every namespace has lo.
     OifLoopback,
+    /// `meta iiftype loopback`.
+    IifLoopback,
     /// `ct state established,related`.
     EstablishedOrRelated,
 }
@@ -95,7 +109,7 @@ pub enum Verdict {
     RejectAdminProhibited,
 }
 
-/// One rule of the output chain.
+/// One rule of a chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub matches: Vec<Match>,
@@ -111,6 +125,48 @@ impl Rule {
             comment: None,
         }
     }
+
+    fn tagged(self, tag: &str) -> Rule {
+        Rule {
+            comment: Some(tag.to_string()),
+            ..self
+        }
+    }
+}
+
+/// The netfilter hook a base chain sits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    Input,
+    Forward,
+    Output,
+}
+
+impl Hook {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Input => "input",
+            Hook::Forward => "forward",
+            Hook::Output => "output",
+        }
+    }
+}
+
+/// A base chain (`type filter`, priority filter) named after its hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    pub hook: Hook,
+    /// Accept or Drop.
+    pub policy: Verdict,
+    pub rules: Vec<Rule>,
+}
+
+/// An `inet` table as the hook installs it: all or nothing, replacing any
+/// rules it had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub name: String,
+    pub chains: Vec<Chain>,
 }
 
 /// ICMPv6 neighbour discovery, which IPv6 needs to reach even an allowed
@@ -128,7 +184,14 @@ pub fn policy_tag(net: &NetworkSection) -> String {
         NetworkMode::Open => "open",
     };
     let allow: Vec<String> = net.allow.iter().map(|r| r.to_string()).collect();
-    let canonical = format!("mode={mode};dns={};allow={}", net.dns, allow.join(","));
+    let resolvers: Vec<String> = net.resolvers.iter().map(|r| r.to_string()).collect();
+    let canonical = format!(
+        "mode={mode};dns={};allow={};inbound={};resolvers={}",
+        net.dns,
+        allow.join(","),
+        net.inbound,
+        resolvers.join(",")
+    );
     // FNV-1a: stable across builds and platforms, no dependency needed.
     let hash = canonical.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -136,26 +199,52 @@ pub fn policy_tag(net: &NetworkSection) -> String {
     format!("vibe-shim policy {hash:016x}")
 }
 
+/// The table in the container's namespace: output, input and forward, each
+/// with policy drop.
+pub fn container_table(net: &NetworkSection, facts: &Facts) -> Table {
+    Table {
+        name: TABLE_NAME.to_string(),
+        chains: vec![
+            Chain {
+                hook: Hook::Output,
+                policy: Verdict::Drop,
+                rules: output_rules(net, facts),
+            },
+            Chain {
+                hook: Hook::Input,
+                policy: Verdict::Drop,
+                rules: input_rules(net),
+            },
+            Chain {
+                hook: Hook::Forward,
+                policy: Verdict::Drop,
+                rules: Vec::new(),
+            },
+        ],
+    }
+}
+
 /// The output chain's rules for this policy, in order.
-pub fn output_rules(net: &NetworkSection, facts: &HostFacts) -> Vec<Rule> {
+pub fn output_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
     let mut rules = Vec::new();
     if !net.dns {
         // Before the loopback accept: this address is only reached over lo.
         let embedded = IpNet::from(IpAddr::from([127, 0, 0, 11]));
         rules.push(Rule::new(vec![Match::Daddr(embedded)], Verdict::Drop));
     }
-    rules.push(Rule::new(vec![Match::OifLoopback], Verdict::Accept));
-    // Replies to connections that came in (published ports, docker exec).
     // The comment marks the table as ours and names the policy: a rule
     // comment, because a table's comment cannot change once it exists.
-    rules.push(Rule {
-        comment: Some(policy_tag(net)),
-        ..Rule::new(vec![Match::EstablishedOrRelated], Verdict::Accept)
-    });
+    rules.push(Rule::new(vec![Match::OifLoopback], Verdict::Accept).tagged(&policy_tag(net)));
     if net.mode == NetworkMode::None {
+        // Nothing but loopback, not even replies: nothing comes in either.
         rules.push(Rule::new(Vec::new(), Verdict::RejectAdminProhibited));
         return rules;
     }
+    // Replies within connections the policy let through.
+    rules.push(Rule::new(
+        vec![Match::EstablishedOrRelated],
+        Verdict::Accept,
+    ));
     for icmp_type in [ND_ROUTER_SOLICIT, ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT] {
         rules.push(Rule::new(
             vec![Match::Icmpv6Type(icmp_type)],
@@ -163,48 +252,140 @@ pub fn output_rules(net: &NetworkSection, facts: &HostFacts) -> Vec<Rule> {
         ));
     }
     if net.dns {
-        rules.extend(dns_rules(&facts.nameservers));
+        rules.extend(dns_rules(&[], &net.resolvers));
     }
     match net.mode {
         NetworkMode::Allowlist => {
             rules.extend(net.allow.iter().map(allow_rule));
-            rules.push(Rule::new(Vec::new(), Verdict::RejectAdminProhibited));
         }
         NetworkMode::Open => {
-            for dest in private_destinations(&facts.host_addrs) {
+            for dest in private_destinations() {
                 rules.push(Rule::new(vec![Match::Daddr(dest)], Verdict::Drop));
             }
-            rules.push(Rule::new(Vec::new(), Verdict::Accept));
+            // Only from the addresses the host table covers.
+            for addr in sorted(&facts.container_addrs) {
+                rules.push(Rule::new(
+                    vec![Match::Saddr(IpNet::from(addr))],
+                    Verdict::Accept,
+                ));
+            }
         }
         NetworkMode::None => {}
+    }
+    rules.push(Rule::new(Vec::new(), Verdict::RejectAdminProhibited));
+    rules
+}
+
+/// The input chain: loopback; with egress also replies and neighbour
+/// discovery; new connections only with `inbound = true`.
+pub fn input_rules(net: &NetworkSection) -> Vec<Rule> {
+    let mut rules =
+        vec![Rule::new(vec![Match::IifLoopback], Verdict::Accept).tagged(&policy_tag(net))];
+    if net.mode == NetworkMode::None {
+        return rules;
+    }
+    rules.push(Rule::new(
+        vec![Match::EstablishedOrRelated],
+        Verdict::Accept,
+    ));
+    for icmp_type in [ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT] {
+        rules.push(Rule::new(
+            vec![Match::Icmpv6Type(icmp_type)],
+            Verdict::Accept,
+        ));
+    }
+    if net.inbound {
+        rules.push(Rule::new(Vec::new(), Verdict::Accept));
     }
     rules
 }
 
-/// Accepts DNS (both transports) to each non-loopback resolver. Loopback
-/// resolvers (127.0.0.11, 127.0.0.53) are reached over lo anyway.
-fn dns_rules(nameservers: &[IpAddr]) -> Vec<Rule> {
+/// The name of the host-namespace table that keeps container `id` off the
+/// host's addresses; `None` when the id cannot name one (runc's own id rule
+/// allows these and '+', which nft's parser does not).
+pub fn host_table_name(id: &str) -> Option<String> {
+    let ok = !id.is_empty()
+        && id.len() <= 200
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    ok.then(|| format!("{HOST_TABLE_PREFIX}{id}"))
+}
+
+/// Prefix of the per-container host tables.
+pub const HOST_TABLE_PREFIX: &str = "vibe_shim_";
+
+/// The host-namespace table for an open-mode container: one input chain
+/// (policy accept: other traffic is not ours to judge) that drops what comes
+/// from the container's addresses, except replies, neighbour discovery and
+/// DNS to the admin's resolvers.
+pub fn host_table(name: &str, net: &NetworkSection, container_addrs: &[IpAddr]) -> Table {
+    let mut rules = Vec::new();
+    for addr in sorted(container_addrs) {
+        let from = Match::Saddr(IpNet::from(addr));
+        if addr.is_ipv6() {
+            for icmp_type in [ND_ROUTER_SOLICIT, ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT] {
+                rules.push(Rule::new(
+                    vec![from, Match::Icmpv6Type(icmp_type)],
+                    Verdict::Accept,
+                ));
+            }
+        }
+        rules.push(Rule::new(
+            vec![from, Match::EstablishedOrRelated],
+            Verdict::Accept,
+        ));
+        if net.dns {
+            let same_family: Vec<IpAddr> = net
+                .resolvers
+                .iter()
+                .copied()
+                .filter(|r| r.is_ipv6() == addr.is_ipv6())
+                .collect();
+            rules.extend(dns_rules(&[from], &same_family));
+        }
+        rules.push(Rule::new(vec![from], Verdict::Drop));
+    }
+    Table {
+        name: name.to_string(),
+        chains: vec![Chain {
+            hook: Hook::Input,
+            policy: Verdict::Accept,
+            rules,
+        }],
+    }
+}
+
+/// IPv4 first, each family in the given order, without duplicates.
+fn sorted(addrs: &[IpAddr]) -> Vec<IpAddr> {
     let mut seen: Vec<IpAddr> = Vec::new();
-    for ns in nameservers.iter().filter(|a| !a.is_loopback()) {
-        if !seen.contains(ns) {
-            seen.push(*ns);
+    for a in addrs {
+        if !seen.contains(a) {
+            seen.push(*a);
         }
     }
-    // IPv4 first, as resolv.conf order within each family.
     seen.sort_by_key(|a| a.is_ipv6());
+    seen
+}
+
+/// Accepts DNS (both transports) to each non-loopback resolver, after the
+/// matches in `prefix`. Loopback resolvers are reached over lo anyway.
+fn dns_rules(prefix: &[Match], resolvers: &[IpAddr]) -> Vec<Rule> {
+    let resolvers: Vec<IpAddr> = resolvers
+        .iter()
+        .copied()
+        .filter(|a| !a.is_loopback())
+        .collect();
     let mut rules = Vec::new();
-    for ns in seen {
+    for ns in sorted(&resolvers) {
         for protocol in [Protocol::Udp, Protocol::Tcp] {
-            rules.push(Rule::new(
-                vec![
-                    Match::Daddr(IpNet::from(ns)),
-                    Match::Transport {
-                        protocol,
-                        ports: Some((53, 53)),
-                    },
-                ],
-                Verdict::Accept,
-            ));
+            let mut matches = prefix.to_vec();
+            matches.push(Match::Daddr(IpNet::from(ns)));
+            matches.push(Match::Transport {
+                protocol,
+                ports: Some((53, 53)),
+            });
+            rules.push(Rule::new(matches, Verdict::Accept));
         }
     }
     rules
@@ -224,27 +405,30 @@ fn allow_rule(rule: &AllowRule) -> Rule {
     )
 }
 
-/// The full `nft -f -` batch for these output rules.
-pub fn ruleset(output_rules: &[Rule]) -> String {
+/// The full `nft -f -` batch for a table.
+pub fn ruleset(table: &Table) -> String {
+    let name = format!("inet {}", table.name);
     let mut out = String::new();
-    let _ = writeln!(out, "add table {TABLE}");
-    let _ = writeln!(out, "flush table {TABLE}");
-    let _ = writeln!(out, "table {TABLE} {{");
-    let _ = writeln!(out, "\tchain output {{");
-    let _ = writeln!(
-        out,
-        "\t\ttype filter hook output priority filter; policy drop;"
-    );
-    for rule in output_rules {
-        let _ = writeln!(out, "\t\t{rule}");
+    let _ = writeln!(out, "add table {name}");
+    let _ = writeln!(out, "flush table {name}");
+    let _ = writeln!(out, "table {name} {{");
+    for chain in &table.chains {
+        let _ = writeln!(out, "\tchain {} {{", chain.hook.name());
+        let policy = if chain.policy == Verdict::Accept {
+            "accept"
+        } else {
+            "drop"
+        };
+        let _ = writeln!(
+            out,
+            "\t\ttype filter hook {} priority filter; policy {policy};",
+            chain.hook.name()
+        );
+        for rule in &chain.rules {
+            let _ = writeln!(out, "\t\t{rule}");
+        }
+        let _ = writeln!(out, "\t}}");
     }
-    let _ = writeln!(out, "\t}}");
-    let _ = writeln!(out, "\tchain forward {{");
-    let _ = writeln!(
-        out,
-        "\t\ttype filter hook forward priority filter; policy drop;"
-    );
-    let _ = writeln!(out, "\t}}");
     let _ = writeln!(out, "}}");
     out
 }
@@ -271,13 +455,18 @@ impl fmt::Display for Rule {
 impl fmt::Display for Match {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Match::Daddr(net) => {
+            Match::Saddr(net) | Match::Daddr(net) => {
                 let family = if matches!(net, IpNet::V4(_)) {
                     "ip"
                 } else {
                     "ip6"
                 };
-                write!(f, "{family} daddr {}", net_text(net))
+                let field = if matches!(self, Match::Saddr(_)) {
+                    "saddr"
+                } else {
+                    "daddr"
+                };
+                write!(f, "{family} {field} {}", net_text(net))
             }
             Match::Transport { protocol, ports } => {
                 let proto = match protocol {
@@ -297,6 +486,7 @@ impl fmt::Display for Match {
                 other => write!(f, "icmpv6 type {other}"),
             },
             Match::OifLoopback => f.write_str("meta oiftype loopback"),
+            Match::IifLoopback => f.write_str("meta iiftype loopback"),
             Match::EstablishedOrRelated => f.write_str("ct state established,related"),
         }
     }
@@ -311,25 +501,11 @@ fn net_text(net: &IpNet) -> String {
     }
 }
 
-/// The fixed private ranges plus every host address, without entries that a
-/// wider one already covers (one rule each would be dead weight).
-fn private_destinations(host_addrs: &[IpAddr]) -> Vec<IpNet> {
+/// The fixed private ranges, without entries that a wider one already
+/// covers. The host's own addresses are the host table's job.
+fn private_destinations() -> Vec<IpNet> {
     let fixed = PRIVATE_V4.iter().chain(PRIVATE_V6.iter());
-    let mut nets: Vec<IpNet> = fixed.filter_map(|s| s.parse().ok()).collect();
-    nets.extend(host_addrs.iter().map(|a| IpNet::from(*a)));
-    let mut kept: Vec<IpNet> = Vec::new();
-    for (i, net) in nets.iter().enumerate() {
-        let covered = nets
-            .iter()
-            .enumerate()
-            .any(|(j, other)| j != i && other.contains(net) && (other != net || j < i));
-        if !covered {
-            kept.push(*net);
-        }
-    }
-    // IPv4 first, each family in policy order.
-    kept.sort_by_key(|n| matches!(n, IpNet::V6(_)));
-    kept
+    fixed.filter_map(|s| s.parse().ok()).collect()
 }
 
 #[cfg(test)]
@@ -341,7 +517,7 @@ mod tests {
             mode,
             allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
             dns,
-            nft: None,
+            ..NetworkSection::default()
         }
     }
 
@@ -349,27 +525,18 @@ mod tests {
         list.iter().map(|a| a.parse().unwrap()).collect()
     }
 
-    fn batch(net: &NetworkSection, facts: &HostFacts) -> String {
-        ruleset(&output_rules(net, facts))
+    fn texts(rules: &[Rule]) -> Vec<String> {
+        rules.iter().map(Rule::to_string).collect()
     }
 
-    fn texts(net: &NetworkSection, facts: &HostFacts) -> Vec<String> {
-        output_rules(net, facts)
-            .iter()
-            .map(Rule::to_string)
-            .collect()
-    }
-
-    const HEAD: &str = "add table inet vibe_shim\n\
-flush table inet vibe_shim\n\
-table inet vibe_shim {\n";
-
-    fn ct(net: &NetworkSection) -> String {
+    fn lo(net: &NetworkSection) -> String {
         format!(
-            "ct state established,related accept comment \"{}\"",
+            "meta oiftype loopback accept comment \"{}\"",
             policy_tag(net)
         )
     }
+
+    const CT: &str = "ct state established,related accept";
 
     const ND: [&str; 3] = [
         "icmpv6 type nd-router-solicit accept",
@@ -380,37 +547,68 @@ table inet vibe_shim {\n";
     #[test]
     fn none_mode_golden() {
         let net = section(NetworkMode::None, &[], false);
-        let text = batch(&net, &HostFacts::default());
+        let text = ruleset(&container_table(&net, &Facts::default()));
+        let tag = policy_tag(&net);
         let expected = format!(
-            "{HEAD}\tchain output {{\n\
+            "add table inet vibe_shim\n\
+flush table inet vibe_shim\n\
+table inet vibe_shim {{\n\
+\tchain output {{\n\
 \t\ttype filter hook output priority filter; policy drop;\n\
 \t\tip daddr 127.0.0.11 drop\n\
-\t\tmeta oiftype loopback accept\n\
-\t\tct state established,related accept comment \"{}\"\n\
+\t\tmeta oiftype loopback accept comment \"{tag}\"\n\
 \t\treject with icmpx admin-prohibited\n\
+\t}}\n\
+\tchain input {{\n\
+\t\ttype filter hook input priority filter; policy drop;\n\
+\t\tmeta iiftype loopback accept comment \"{tag}\"\n\
 \t}}\n\
 \tchain forward {{\n\
 \t\ttype filter hook forward priority filter; policy drop;\n\
 \t}}\n\
-}}\n",
-            policy_tag(&net)
+}}\n"
         );
         assert_eq!(text, expected);
     }
 
+    /// Mode none lets nothing but loopback in or out: not even replies.
     #[test]
-    fn none_mode_ignores_host_facts() {
-        let net = section(NetworkMode::None, &[], false);
-        let facts = HostFacts {
-            nameservers: addrs(&["192.0.2.53"]),
-            host_addrs: addrs(&["203.0.113.9"]),
+    fn none_mode_has_no_conntrack_accept() {
+        let mut net = section(NetworkMode::None, &[], true);
+        net.resolvers = addrs(&["192.0.2.53"]);
+        let facts = Facts {
+            container_addrs: addrs(&["172.30.99.2"]),
         };
-        assert_eq!(batch(&net, &facts), batch(&net, &HostFacts::default()));
+        let text = ruleset(&container_table(&net, &facts));
+        assert!(!text.contains("ct state"), "{text}");
+        assert!(!text.contains("192.0.2.53"), "{text}");
+        assert!(!text.contains("172.30.99.2"), "{text}");
+    }
+
+    #[test]
+    fn input_chain_by_mode_and_inbound() {
+        let none = section(NetworkMode::None, &[], false);
+        assert_eq!(input_rules(&none).len(), 1);
+        for mode in [NetworkMode::Allowlist, NetworkMode::Open] {
+            let mut net = section(mode, &["203.0.113.5"], false);
+            let tag = policy_tag(&net);
+            let closed = vec![
+                format!("meta iiftype loopback accept comment \"{tag}\""),
+                CT.to_string(),
+                "icmpv6 type nd-neighbor-solicit accept".to_string(),
+                "icmpv6 type nd-neighbor-advert accept".to_string(),
+            ];
+            assert_eq!(texts(&input_rules(&net)), closed);
+            net.inbound = true;
+            let rules = texts(&input_rules(&net));
+            assert_eq!(rules.last().map(String::as_str), Some("accept"));
+            assert_eq!(rules.len(), closed.len() + 1);
+        }
     }
 
     #[test]
     fn allowlist_golden_v4_v6_ports_ranges_udp_dns() {
-        let net = section(
+        let mut net = section(
             NetworkMode::Allowlist,
             &[
                 "192.0.2.10",
@@ -421,17 +619,17 @@ table inet vibe_shim {\n";
             ],
             true,
         );
-        let facts = HostFacts {
-            nameservers: addrs(&[
-                "127.0.0.11",
-                "2001:db8::53",
-                "192.0.2.53",
-                "192.0.2.54",
-                "192.0.2.53",
-            ]),
-            host_addrs: addrs(&["203.0.113.9"]),
+        net.resolvers = addrs(&[
+            "127.0.0.11",
+            "2001:db8::53",
+            "192.0.2.53",
+            "192.0.2.54",
+            "192.0.2.53",
+        ]);
+        let facts = Facts {
+            container_addrs: addrs(&["203.0.113.9"]),
         };
-        let mut expected = vec!["meta oiftype loopback accept".to_string(), ct(&net)];
+        let mut expected = vec![lo(&net), CT.to_string()];
         expected.extend(ND.map(String::from));
         expected.extend(
             [
@@ -450,43 +648,40 @@ table inet vibe_shim {\n";
             ]
             .map(String::from),
         );
-        assert_eq!(texts(&net, &facts), expected);
+        assert_eq!(texts(&output_rules(&net, &facts)), expected);
+    }
+
+    /// DNS goes to the admin's resolvers only: nothing in the rules comes
+    /// from the container (its resolv.conf is not even an input).
+    #[test]
+    fn dns_without_resolvers_opens_no_port_53() {
+        let net = section(NetworkMode::Allowlist, &["203.0.113.5:80"], true);
+        let text = ruleset(&container_table(&net, &Facts::default()));
+        assert!(!text.contains("dport 53"), "{text}");
+        assert!(
+            !text.contains("127.0.0.11"),
+            "embedded DNS stays open: {text}"
+        );
     }
 
     #[test]
     fn allowlist_without_dns_drops_embedded_dns_and_has_no_port_53() {
         let net = section(NetworkMode::Allowlist, &["203.0.113.5:80"], false);
-        let facts = HostFacts {
-            nameservers: addrs(&["192.0.2.53"]),
-            host_addrs: vec![],
-        };
-        let text = batch(&net, &facts);
+        let text = ruleset(&container_table(&net, &Facts::default()));
         assert!(text.contains("ip daddr 127.0.0.11 drop"));
         assert!(!text.contains("dport 53"));
-        assert!(!text.contains("192.0.2.53"));
     }
 
     #[test]
     fn open_mode_golden() {
         let net = section(NetworkMode::Open, &[], false);
-        let facts = HostFacts {
-            nameservers: vec![],
-            // 10.0.2.15 and 172.17.0.1 are inside fixed ranges and need no
-            // rule of their own.
-            host_addrs: addrs(&[
-                "10.0.2.15",
-                "172.17.0.1",
-                "198.51.100.7",
-                "198.51.100.7",
-                "2001:db8::7",
-                "fe80::1",
-                "::1",
-            ]),
+        let facts = Facts {
+            container_addrs: addrs(&["fd42::2", "172.30.99.2", "172.30.99.2"]),
         };
         let mut expected = vec![
             "ip daddr 127.0.0.11 drop".to_string(),
-            "meta oiftype loopback accept".to_string(),
-            ct(&net),
+            lo(&net),
+            CT.to_string(),
         ];
         expected.extend(ND.map(String::from));
         for dest in [
@@ -501,7 +696,6 @@ table inet vibe_shim {\n";
             "198.18.0.0/15",
             "224.0.0.0/4",
             "240.0.0.0/4",
-            "198.51.100.7",
         ] {
             expected.push(format!("ip daddr {dest} drop"));
         }
@@ -516,18 +710,32 @@ table inet vibe_shim {\n";
             "fc00::/7",
             "fe80::/10",
             "ff00::/8",
-            "2001:db8::7",
         ] {
             expected.push(format!("ip6 daddr {dest} drop"));
         }
-        expected.push("accept".into());
-        assert_eq!(texts(&net, &facts), expected);
+        expected.push("ip saddr 172.30.99.2 accept".into());
+        expected.push("ip6 saddr fd42::2 accept".into());
+        expected.push("reject with icmpx admin-prohibited".into());
+        assert_eq!(texts(&output_rules(&net, &facts)), expected);
+    }
+
+    /// No egress before the container's addresses are known (Docker 28
+    /// configures the network after create): the start check adds them.
+    #[test]
+    fn open_mode_without_addresses_lets_nothing_out() {
+        let net = section(NetworkMode::Open, &[], false);
+        let rules = texts(&output_rules(&net, &Facts::default()));
+        assert_eq!(
+            rules.last().map(String::as_str),
+            Some("reject with icmpx admin-prohibited")
+        );
+        assert!(!rules.iter().any(|r| r == "accept"), "{rules:?}");
     }
 
     #[test]
     fn open_mode_keeps_documentation_ranges_reachable() {
         let net = section(NetworkMode::Open, &[], false);
-        let text = batch(&net, &HostFacts::default());
+        let text = ruleset(&container_table(&net, &Facts::default()));
         for doc in ["192.0.2.", "198.51.100.", "203.0.113.", "2001:db8"] {
             assert!(!text.contains(doc), "{doc} must stay reachable:\n{text}");
         }
@@ -535,12 +743,9 @@ table inet vibe_shim {\n";
 
     #[test]
     fn open_mode_with_dns_accepts_private_resolver_before_the_private_drop() {
-        let net = section(NetworkMode::Open, &[], true);
-        let facts = HostFacts {
-            nameservers: addrs(&["10.0.0.2"]),
-            host_addrs: vec![],
-        };
-        let rules = texts(&net, &facts);
+        let mut net = section(NetworkMode::Open, &[], true);
+        net.resolvers = addrs(&["10.0.0.2"]);
+        let rules = texts(&output_rules(&net, &Facts::default()));
         let dns = rules.iter().position(|r| r.contains("10.0.0.2")).unwrap();
         let drop = rules.iter().position(|r| r.contains("10.0.0.0/8")).unwrap();
         assert!(dns < drop);
@@ -548,20 +753,61 @@ table inet vibe_shim {\n";
     }
 
     #[test]
+    fn host_table_golden() {
+        let mut net = section(NetworkMode::Open, &[], true);
+        net.resolvers = addrs(&["198.51.100.53"]);
+        let table = host_table("vibe_shim_abc", &net, &addrs(&["fd42::2", "172.30.99.2"]));
+        let expected = "add table inet vibe_shim_abc\n\
+flush table inet vibe_shim_abc\n\
+table inet vibe_shim_abc {\n\
+\tchain input {\n\
+\t\ttype filter hook input priority filter; policy accept;\n\
+\t\tip saddr 172.30.99.2 ct state established,related accept\n\
+\t\tip saddr 172.30.99.2 ip daddr 198.51.100.53 udp dport 53 accept\n\
+\t\tip saddr 172.30.99.2 ip daddr 198.51.100.53 tcp dport 53 accept\n\
+\t\tip saddr 172.30.99.2 drop\n\
+\t\tip6 saddr fd42::2 icmpv6 type nd-router-solicit accept\n\
+\t\tip6 saddr fd42::2 icmpv6 type nd-neighbor-solicit accept\n\
+\t\tip6 saddr fd42::2 icmpv6 type nd-neighbor-advert accept\n\
+\t\tip6 saddr fd42::2 ct state established,related accept\n\
+\t\tip6 saddr fd42::2 drop\n\
+\t}\n\
+}\n";
+        assert_eq!(ruleset(&table), expected);
+    }
+
+    #[test]
+    fn host_table_names() {
+        assert_eq!(host_table_name("abc-1.2_x").unwrap(), "vibe_shim_abc-1.2_x");
+        for bad in ["", "a/b", "a b", "a+b", "a\"b", &"x".repeat(201)] {
+            assert!(host_table_name(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
     fn tag_depends_on_the_policy_only() {
         let a = section(NetworkMode::Allowlist, &["203.0.113.5:80"], false);
         let b = section(NetworkMode::Allowlist, &["203.0.113.5:81"], false);
         let c = section(NetworkMode::Allowlist, &["203.0.113.5:80"], true);
+        let mut d = a.clone();
+        d.inbound = true;
+        let mut e = c.clone();
+        e.resolvers = addrs(&["192.0.2.53"]);
         assert_eq!(policy_tag(&a), policy_tag(&a.clone()));
-        assert_ne!(policy_tag(&a), policy_tag(&b));
-        assert_ne!(policy_tag(&a), policy_tag(&c));
+        for other in [&b, &c, &d, &e] {
+            assert_ne!(policy_tag(&a), policy_tag(other));
+        }
+        assert_ne!(policy_tag(&c), policy_tag(&e));
         assert!(policy_tag(&a).starts_with("vibe-shim policy "));
         assert_eq!(policy_tag(&a).len(), "vibe-shim policy ".len() + 16);
     }
 
     #[test]
     fn batch_replaces_atomically() {
-        let text = batch(&NetworkSection::default(), &HostFacts::default());
+        let text = ruleset(&container_table(
+            &NetworkSection::default(),
+            &Facts::default(),
+        ));
         let lines: Vec<&str> = text.lines().take(3).collect();
         assert_eq!(
             lines,

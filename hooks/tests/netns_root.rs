@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use vibe_hooks::{check_before_start, run_network_hook, HookError};
+use vibe_hooks::{check_before_start, remove_host_rules, run_network_hook, HookError};
 use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_shim_tests::netns::{self, Lab, Netns};
 
@@ -21,13 +21,17 @@ fn policy(mode: NetworkMode, allow: &[&str], dns: bool) -> NetworkSection {
         mode,
         allow: allow.iter().map(|a| a.parse().unwrap()).collect(),
         dns,
-        nft: None,
+        ..NetworkSection::default()
     }
 }
 
+/// The container id every test's OCI state carries (open mode names its
+/// host table after it: `inet vibe_shim_vibe-hooks-test`).
+const ID: &str = "vibe-hooks-test";
+
 fn state(pid: i32, bundle: &Path) -> Vec<u8> {
     serde_json::json!({
-        "ociVersion": "1.0.2", "id": "vibe-hooks-test", "status": "creating",
+        "ociVersion": "1.0.2", "id": ID, "status": "creating",
         "pid": pid, "bundle": bundle, "annotations": {}
     })
     .to_string()
@@ -62,16 +66,6 @@ fn has_default_route(ns: &Netns) -> bool {
     let v4 = ns.ip(&["-4", "route", "show", "default"]);
     let v6 = ns.ip(&["-6", "route", "show", "default"]);
     !(v4.trim().is_empty() && v6.trim().is_empty())
-}
-
-/// One host global IPv4 address (copied onto the provider to prove open
-/// mode blocks the host's own addresses).
-fn a_host_v4() -> Option<String> {
-    let out = netns::must(&["ip", "-4", "-o", "addr", "show", "scope", "global"]);
-    out.lines()
-        .filter_map(|l| l.split_whitespace().nth(3))
-        .map(|cidr| cidr.split('/').next().unwrap_or(cidr).to_string())
-        .find(|a| !a.starts_with("203.0.113.") && !a.starts_with("198.51.100."))
 }
 
 struct Guard {
@@ -175,7 +169,7 @@ fn allowlist_mode_allows_exactly_the_entries() {
     );
 
     // Idempotent: the start check redoes the route work without harm.
-    check_before_start(pid, &net).unwrap();
+    check_before_start(ID, pid, &net).unwrap();
     assert!(c.tcp_answers(netns::PUBLIC_HOST, 8080));
     guard.assert_host_unchanged();
     drop(lab);
@@ -185,11 +179,6 @@ fn allowlist_mode_allows_exactly_the_entries() {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn open_mode_allows_public_but_nothing_private() {
     let mut lab = Lab::new("open");
-    let host_addr = a_host_v4();
-    if let Some(addr) = &host_addr {
-        // In the provider, not the host: the packet can only land there.
-        lab.add_provider_host(&format!("{addr}/32"));
-    }
     lab.provider
         .ip(&["-6", "addr", "add", "::ffff:a00:1/128", "dev", "lo"]);
     let guard = host_guard();
@@ -211,10 +200,8 @@ fn open_mode_allows_public_but_nothing_private() {
     assert!(!c.tcp_answers(netns::PRIVATE_HOST, 8080), "RFC 1918");
     assert!(!c.tcp_answers(netns::METADATA_HOST, 8080), "metadata");
     assert!(!c.tcp_answers(netns::ULA_HOST6, 8080), "ULA");
-    if let Some(addr) = &host_addr {
-        assert!(!c.tcp_answers(addr, 8080), "host address {addr}");
-    }
     assert!(has_default_route(c), "open mode keeps the routes");
+    remove_host_rules(ID).unwrap();
     guard.assert_host_unchanged();
     drop(lab);
 }
@@ -232,7 +219,7 @@ fn docker28_order_network_arrives_after_create() {
     lab.attach_container();
     assert!(has_default_route(&lab.container));
     // ...and the start check removes them, keeping the table.
-    check_before_start(pid, &net).unwrap();
+    check_before_start(ID, pid, &net).unwrap();
     let c = &lab.container;
     assert!(!has_default_route(c));
     assert!(table(c).contains("vibe-shim policy"));
@@ -246,38 +233,206 @@ fn docker28_order_network_arrives_after_create() {
     let none = policy(NetworkMode::None, &[], false);
     run_network_hook(&state(pid2, Path::new("/nonexistent")), &none).unwrap();
     lab2.attach_container();
-    check_before_start(pid2, &none).unwrap();
+    check_before_start(ID, pid2, &none).unwrap();
     assert!(!has_default_route(&lab2.container));
     assert!(!lab2.container.tcp_answers(netns::PUBLIC_HOST, 8080));
+
+    // open mode, same order: no egress until the start check has named the
+    // container's addresses in both tables.
+    let mut lab3 = Lab::new_detached("d28o");
+    let pid3 = lab3.container.spawn(&["sleep", "60"]);
+    let open = policy(NetworkMode::Open, &[], false);
+    run_network_hook(&state(pid3, Path::new("/nonexistent")), &open).unwrap();
+    lab3.attach_container();
+    assert!(
+        !lab3.container.tcp_answers(netns::PUBLIC_HOST, 8080),
+        "egress from addresses no host rule covers"
+    );
+    check_before_start(ID, pid3, &open).unwrap();
+    assert!(lab3.container.tcp_answers(netns::PUBLIC_HOST, 8080));
+    let host = netns::must(&["nft", "list", "table", "inet", "vibe_shim_vibe-hooks-test"]);
+    assert!(host.contains("ip saddr 198.51.100.2 drop"), "{host}");
+    assert!(host.contains("ip6 saddr 2001:db8:100::2 drop"), "{host}");
+    remove_host_rules(ID).unwrap();
+    guard.assert_host_unchanged();
 }
 
+/// DNS goes to the policy's resolvers, never to the container's
+/// resolv.conf (which a client writes: `--dns`).
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
-fn dns_allows_the_resolv_conf_nameservers_at_create_and_start() {
+fn dns_allows_the_policy_resolvers_not_resolv_conf() {
     let mut lab = Lab::new_detached("dns");
     let guard = host_guard();
-    let bundle = bundle_with_resolv_conf("nameserver 203.0.113.6\nnameserver 127.0.0.11\n");
+    lab.provider.tcp_server(53);
+    let bundle = bundle_with_resolv_conf("nameserver 203.0.113.6\nnameserver 2001:db8:6::6\n");
     let pid = lab.container.spawn(&["sleep", "60"]);
-    let net = policy(NetworkMode::Allowlist, &["203.0.113.5:8080"], true);
+    let mut net = policy(NetworkMode::Allowlist, &["203.0.113.5:8080"], true);
+    net.resolvers = vec![
+        "203.0.113.5".parse().unwrap(),
+        "2001:db8:5::5".parse().unwrap(),
+    ];
     run_network_hook(&state(pid, bundle.path()), &net).unwrap();
     let t = table(&lab.container);
     for proto in ["udp", "tcp"] {
-        let rule = format!("ip daddr 203.0.113.6 {proto} dport 53 accept");
+        let rule = format!("ip daddr 203.0.113.5 {proto} dport 53 accept");
         assert!(t.contains(&rule), "{t}");
     }
+    assert!(!t.contains("203.0.113.6"), "resolv.conf's resolver: {t}");
+    assert!(!t.contains("2001:db8:6::6"), "resolv.conf's resolver: {t}");
     assert!(
         !t.contains("127.0.0.11 drop"),
         "dns = true allows Docker's DNS: {t}"
     );
     lab.attach_container();
-    check_before_start(pid, &net).unwrap();
-    let routes = lab.container.ip(&["-4", "route"]);
-    assert!(routes.contains("203.0.113.6 via 198.51.100.1"), "{routes}");
+    check_before_start(ID, pid, &net).unwrap();
+    let c = &lab.container;
+    assert!(c.tcp_answers(netns::PUBLIC_HOST, 53), "configured resolver");
     assert!(
-        !lab.container.tcp_answers(netns::UNLISTED_HOST, 8080),
-        "only port 53"
+        c.tcp_answers(netns::PUBLIC_HOST6, 53),
+        "configured IPv6 resolver"
     );
+    assert!(!c.tcp_answers(netns::UNLISTED_HOST, 53), "resolv.conf's v4");
+    assert!(
+        !c.tcp_answers(netns::UNLISTED_HOST6, 53),
+        "resolv.conf's v6"
+    );
+    assert!(!c.tcp_answers(netns::UNLISTED_HOST, 8080), "only port 53");
     guard.assert_host_unchanged();
+}
+
+/// Section 3: with `inbound = false` (the default) nothing outside can open
+/// a connection to the container, in any mode; `true` allows it where the
+/// mode has egress. The provider plays the outside, IPv4 and IPv6.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn inbound_only_with_inbound_true() {
+    let guard = host_guard();
+    let mut open_inbound = policy(NetworkMode::Open, &[], false);
+    open_inbound.inbound = true;
+    let mut allow_inbound = policy(NetworkMode::Allowlist, &["203.0.113.5:8080"], false);
+    allow_inbound.inbound = true;
+    for (net, expect) in [
+        (policy(NetworkMode::None, &[], false), false),
+        (
+            policy(NetworkMode::Allowlist, &["203.0.113.5:8080"], false),
+            false,
+        ),
+        (policy(NetworkMode::Open, &[], false), false),
+        (allow_inbound, true),
+        (open_inbound, true),
+    ] {
+        let mut lab = Lab::new("in");
+        let pid = lab.container.spawn(&["sleep", "60"]);
+        lab.container.tcp_server(9000);
+        assert!(lab.provider.tcp_answers("198.51.100.2", 9000), "lab works");
+        run_network_hook(&state(pid, Path::new("/nonexistent")), &net).unwrap();
+        check_before_start(ID, pid, &net).unwrap();
+        let p = &lab.provider;
+        assert_eq!(p.tcp_answers("198.51.100.2", 9000), expect, "v4 {net:?}");
+        assert_eq!(p.tcp_answers("2001:db8:100::2", 9000), expect, "v6 {net:?}");
+        if net.mode != NetworkMode::None {
+            // Egress (and its replies) still work either way.
+            assert!(
+                lab.container.tcp_answers(netns::PUBLIC_HOST, 8080),
+                "{net:?}"
+            );
+        }
+        let _ = remove_host_rules(ID);
+    }
+    guard.assert_host_unchanged();
+}
+
+/// Section 3b: an address the host gains after the hook ran is as
+/// unreachable as the ones it had. A container namespace wired straight to
+/// the host by a veth (192.0.2.128/30, 2001:db8:c0::/64, documentation
+/// ranges): the host is its gateway, as Docker's bridge is.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn open_mode_host_address_added_later_is_unreachable() {
+    use std::io::Write;
+    use std::net::TcpListener;
+    let mut ns = Netns::new("vsHost");
+    let guard = host_guard();
+    let veth = HostVeth::new(&ns);
+    let pid = ns.spawn(&["sleep", "60"]);
+    let net = policy(NetworkMode::Open, &[], false);
+    run_network_hook(&state(pid, Path::new("/nonexistent")), &net).unwrap();
+    check_before_start(ID, pid, &net).unwrap();
+
+    let _added = netns::HostAddress::add("vsnewaddr", "192.0.2.77", "2001:db8:77::1");
+    let mut ports = Vec::new();
+    for addr in ["192.0.2.77", "2001:db8:77::1", "192.0.2.129"] {
+        let listener = TcpListener::bind((addr, 0)).unwrap();
+        ports.push(listener.local_addr().unwrap().port());
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                let _ = conn.write_all(b"ok\n");
+            }
+        });
+    }
+    assert!(!ns.tcp_answers("192.0.2.77", ports[0]), "new host IPv4");
+    assert!(!ns.tcp_answers("2001:db8:77::1", ports[1]), "new host IPv6");
+    // The control: the same server answers once the host table is gone.
+    remove_host_rules(ID).unwrap();
+    assert!(ns.tcp_answers("192.0.2.77", ports[0]), "control v4");
+    assert!(ns.tcp_answers("2001:db8:77::1", ports[1]), "control v6");
+    // The start check puts it back.
+    check_before_start(ID, pid, &net).unwrap();
+    assert!(
+        !ns.tcp_answers("192.0.2.77", ports[0]),
+        "after the start check"
+    );
+    remove_host_rules(ID).unwrap();
+    drop(veth);
+    drop(_added);
+    guard.assert_host_unchanged();
+}
+
+/// A veth from the host to `ns`: host 192.0.2.129/30 and 2001:db8:c0::1,
+/// `ns` .130 and ::2 with default routes via the host. Deleted on drop.
+struct HostVeth;
+
+impl HostVeth {
+    fn new(ns: &Netns) -> HostVeth {
+        let _ = netns::run(&["ip", "link", "del", "vshost-h"]);
+        netns::must(&[
+            "ip", "link", "add", "vshost-h", "type", "veth", "peer", "name", "eth0", "netns",
+            &ns.name,
+        ]);
+        netns::must(&["ip", "addr", "add", "192.0.2.129/30", "dev", "vshost-h"]);
+        netns::must(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            "2001:db8:c0::1/64",
+            "dev",
+            "vshost-h",
+            "nodad",
+        ]);
+        netns::must(&["ip", "link", "set", "vshost-h", "up"]);
+        ns.ip(&["addr", "add", "192.0.2.130/30", "dev", "eth0"]);
+        ns.ip(&[
+            "-6",
+            "addr",
+            "add",
+            "2001:db8:c0::2/64",
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
+        ns.ip(&["link", "set", "eth0", "up"]);
+        ns.ip(&["route", "add", "default", "via", "192.0.2.129"]);
+        ns.ip(&["-6", "route", "add", "default", "via", "2001:db8:c0::1"]);
+        HostVeth
+    }
+}
+
+impl Drop for HostVeth {
+    fn drop(&mut self) {
+        let _ = netns::run(&["ip", "link", "del", "vshost-h"]);
+    }
 }
 
 #[test]
@@ -304,14 +459,14 @@ fn fails_closed() {
     assert!(err.to_string().contains("/bin/false failed"), "{err}");
 
     // The start check refuses a namespace without our table...
-    let err = check_before_start(pid, &none).unwrap_err();
+    let err = check_before_start(ID, pid, &none).unwrap_err();
     assert!(matches!(err, HookError::TableMissing), "{err}");
     // ...and one whose table came from another policy.
     run_network_hook(&st, &none).unwrap();
     let other = policy(NetworkMode::Open, &[], false);
-    let err = check_before_start(pid, &other).unwrap_err();
+    let err = check_before_start(ID, pid, &other).unwrap_err();
     assert!(matches!(err, HookError::TableForeign { .. }), "{err}");
-    check_before_start(pid, &none).unwrap();
+    check_before_start(ID, pid, &none).unwrap();
     // Anything added to our table makes it foreign: a chain, a rule in
     // forward, a set. Re-running the hook flushes rules but not the extras.
     for (add, undo) in [
@@ -330,22 +485,31 @@ fn fails_closed() {
     ] {
         let out = lab.container.exec(&["nft", add]);
         assert!(out.status.success(), "{add}: {out:?}");
-        let err = check_before_start(pid, &none).unwrap_err();
+        let err = check_before_start(ID, pid, &none).unwrap_err();
         assert!(
             matches!(err, HookError::TableForeign { .. }),
             "{add}: {err}"
         );
         let out = lab.container.exec(&["nft", undo]);
         assert!(out.status.success(), "{undo}: {out:?}");
-        check_before_start(pid, &none).unwrap();
+        check_before_start(ID, pid, &none).unwrap();
     }
 
     // A process in the host's namespace is refused before anything runs.
     let me = std::process::id() as i32;
     let err = run_network_hook(&state(me, Path::new("/nonexistent")), &none).unwrap_err();
     assert!(matches!(err, HookError::HostNamespace { .. }), "{err}");
-    let err = check_before_start(me, &none).unwrap_err();
+    let err = check_before_start(ID, me, &none).unwrap_err();
     assert!(matches!(err, HookError::HostNamespace { .. }), "{err}");
+    // Open mode for an id that cannot name its host table: refused, and
+    // nothing to remove for it later.
+    let bad = String::from_utf8(st.clone())
+        .unwrap()
+        .replace(ID, "bad+id")
+        .into_bytes();
+    let err = run_network_hook(&bad, &policy(NetworkMode::Open, &[], false)).unwrap_err();
+    assert!(matches!(err, HookError::BadId(_)), "{err}");
+    remove_host_rules("bad+id").unwrap();
     // A pid that does not exist.
     assert!(run_network_hook(&state(i32::MAX, Path::new("/x")), &none).is_err());
     guard.assert_host_unchanged();
@@ -357,9 +521,8 @@ fn fails_closed() {
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn netlink_and_nft_install_the_same_table() {
-    use vibe_hooks::ruleset::{output_rules, HostFacts};
+    use vibe_hooks::ruleset::{container_table, host_table, Facts};
     let guard = host_guard();
-    let bundle = bundle_with_resolv_conf("nameserver 192.0.2.53\nnameserver 2001:db8::53\n");
     let every_allow_form = [
         "192.0.2.10",
         "198.51.100.0/24:443",
@@ -369,36 +532,65 @@ fn netlink_and_nft_install_the_same_table() {
         "10.0.0.0/7:22",
         "0.0.0.0/0:853",
     ];
+    let resolvers = vec![
+        "192.0.2.53".parse().unwrap(),
+        "2001:db8::53".parse().unwrap(),
+    ];
+    let mut allow_dns = policy(NetworkMode::Allowlist, &every_allow_form, true);
+    allow_dns.resolvers = resolvers.clone();
+    allow_dns.inbound = true;
+    let mut open_dns = policy(NetworkMode::Open, &[], true);
+    open_dns.resolvers = resolvers;
+    let host_name = format!("vibe_shim_{ID}");
+    let container_addrs = vec!["192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()];
     for net in [
         policy(NetworkMode::None, &[], false),
-        policy(NetworkMode::Allowlist, &every_allow_form, true),
+        allow_dns,
         policy(NetworkMode::Open, &[], false),
-        policy(NetworkMode::Open, &[], true),
+        open_dns,
     ] {
         let mut listings = Vec::new();
+        let mut host_listings = Vec::new();
         for nft in [None, Some(PathBuf::from("/usr/sbin/nft"))] {
             let mut ns = Netns::new("vsEq");
+            // The container's addresses (open mode's rules name them).
+            ns.ip(&["addr", "add", "192.0.2.1/32", "dev", "lo"]);
+            ns.ip(&["-6", "addr", "add", "2001:db8::1/128", "dev", "lo", "nodad"]);
             let pid = ns.spawn(&["sleep", "60"]);
             let with = NetworkSection {
                 nft: nft.clone(),
                 ..net.clone()
             };
-            run_network_hook(&state(pid, bundle.path()), &with).unwrap();
-            check_before_start(pid, &with).unwrap();
+            run_network_hook(&state(pid, Path::new("/nonexistent")), &with).unwrap();
+            check_before_start(ID, pid, &with).unwrap();
             listings.push(table(&ns));
+            let host = netns::run(&["nft", "list", "table", "inet", &host_name]);
+            host_listings.push(String::from_utf8_lossy(&host.stdout).into_owned());
+            remove_host_rules(ID).unwrap();
         }
         assert_eq!(listings[0], listings[1], "netlink vs nft for {net:?}");
-        let facts = HostFacts {
-            nameservers: vec![
-                "192.0.2.53".parse().unwrap(),
-                "2001:db8::53".parse().unwrap(),
-            ],
-            host_addrs: Vec::new(),
+        assert_eq!(host_listings[0], host_listings[1], "host table for {net:?}");
+        let facts = Facts {
+            container_addrs: container_addrs.clone(),
         };
-        for rule in output_rules(&net, &facts) {
-            // Open mode adds the host's own addresses; the rest is fixed.
-            let line = format!("\t\t{rule}\n");
-            assert!(listings[0].contains(&line), "{line:?} in\n{}", listings[0]);
+        for chain in container_table(&net, &facts).chains {
+            for rule in chain.rules {
+                let line = format!("\t\t{rule}\n");
+                assert!(listings[0].contains(&line), "{line:?} in\n{}", listings[0]);
+            }
+        }
+        if net.mode == NetworkMode::Open {
+            let host = host_table(&host_name, &net, &container_addrs);
+            for rule in &host.chains[0].rules {
+                let line = format!("\t\t{rule}\n");
+                assert!(
+                    host_listings[0].contains(&line),
+                    "{line:?} in\n{}",
+                    host_listings[0]
+                );
+            }
+        } else {
+            assert!(host_listings[0].is_empty(), "{}", host_listings[0]);
         }
     }
     guard.assert_host_unchanged();
@@ -440,8 +632,9 @@ fn hook_timing() {
             run_network_hook(&st, &net).unwrap();
             hook.push(t.elapsed());
             let t = Instant::now();
-            check_before_start(pid, &net).unwrap();
+            check_before_start(ID, pid, &net).unwrap();
             start.push(t.elapsed());
+            remove_host_rules(ID).unwrap();
         }
         hook.sort();
         start.sort();
@@ -467,14 +660,14 @@ fn reapplying_replaces_the_rules() {
     let open = policy(NetworkMode::Open, &[], false);
     let allow = policy(NetworkMode::Allowlist, &["203.0.113.5:8080"], false);
     run_network_hook(&st, &open).unwrap();
-    check_before_start(pid, &open).unwrap();
+    check_before_start(ID, pid, &open).unwrap();
     assert!(lab.container.tcp_answers(netns::UNLISTED_HOST, 8080));
 
     let t = Instant::now();
     run_network_hook(&st, &allow).unwrap();
     println!("re-apply over an existing table: {:?}", t.elapsed());
-    check_before_start(pid, &allow).unwrap();
-    let err = check_before_start(pid, &open).unwrap_err();
+    check_before_start(ID, pid, &allow).unwrap();
+    let err = check_before_start(ID, pid, &open).unwrap_err();
     assert!(matches!(err, HookError::TableForeign { .. }), "{err}");
     let listing = table(&lab.container);
     assert!(
@@ -483,5 +676,6 @@ fn reapplying_replaces_the_rules() {
     );
     assert!(lab.container.tcp_answers(netns::PUBLIC_HOST, 8080));
     assert!(!lab.container.tcp_answers(netns::UNLISTED_HOST, 8080));
+    remove_host_rules(ID).unwrap();
     guard.assert_host_unchanged();
 }

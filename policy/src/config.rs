@@ -310,12 +310,18 @@ impl<'de> Deserialize<'de> for AllowRule {
 pub struct NetworkSection {
     pub mode: NetworkMode,
     pub allow: Vec<AllowRule>,
-    /// Also allow DNS to the resolvers in the container's own resolv.conf.
+    /// Allow DNS (port 53) to `resolvers` and to the engine's embedded
+    /// resolver 127.0.0.11; never to what the container's resolv.conf names.
     pub dns: bool,
     /// An `nft` binary for the hook to run instead of programming nf_tables
     /// over netlink itself (the default, when absent). Absolute: runc runs
     /// the hook from a directory the admin does not control.
     pub nft: Option<PathBuf>,
+    /// New inbound connections (published ports): dropped unless true, and
+    /// never possible in mode "none".
+    pub inbound: bool,
+    /// The resolvers `dns = true` allows (the admin's list, IPv4 or IPv6).
+    pub resolvers: Vec<IpAddr>,
 }
 
 impl Default for NetworkSection {
@@ -325,6 +331,8 @@ impl Default for NetworkSection {
             allow: Vec::new(),
             dns: false,
             nft: None,
+            inbound: false,
+            resolvers: Vec::new(),
         }
     }
 }
@@ -612,6 +620,19 @@ impl Policy {
                 "entries only apply with mode \"allowlist\"".into(),
             ));
         }
+        if self.network.mode == NetworkMode::None && self.network.inbound {
+            return Err(invalid(
+                "network.inbound",
+                "mode \"none\" allows no traffic but loopback; inbound needs \"allowlist\" or \"open\""
+                    .into(),
+            ));
+        }
+        if !self.network.dns && !self.network.resolvers.is_empty() {
+            return Err(invalid(
+                "network.resolvers",
+                "resolvers only apply with dns = true".into(),
+            ));
+        }
         self.hooks
             .validate()
             .map_err(|(key, message)| invalid(key, message))?;
@@ -789,6 +810,15 @@ mod tests {
         assert!(parse("[network]\nmode = \"none\"\nallow = [\"1.2.3.4\"]\n").is_err());
         let p = parse("[network]\nmode = \"allowlist\"\nallow = [\"1.2.3.4:80\"]\n").unwrap();
         assert_eq!(p.network.allow.len(), 1);
+        assert!(!p.network.inbound, "inbound is off by default");
+        assert!(parse("[network]\ninbound = true\n").is_err());
+        let p = parse("[network]\nmode = \"open\"\ninbound = true\n").unwrap();
+        assert!(p.network.inbound);
+        assert!(parse("[network]\nresolvers = [\"192.0.2.53\"]\n").is_err());
+        assert!(parse("[network]\ndns = true\nresolvers = [\"bogus\"]\n").is_err());
+        let p = parse("[network]\ndns = true\nresolvers = [\"192.0.2.53\", \"2001:db8::53\"]\n")
+            .unwrap();
+        assert_eq!(p.network.resolvers.len(), 2);
     }
 
     #[test]

@@ -80,6 +80,8 @@ fn find_runtime(configured: Option<&Path>) -> Result<PathBuf, runtime::RuntimeEr
     )
 }
 
+/// `delete`: open mode's host-namespace table goes with the container
+/// (vibe-hooks owns the how). A failure is reported; the delete goes on.
 fn pass_through(inv: &Invocation, config_path: &Path) -> i32 {
     let configured = policy_file::runtime_path_only(config_path);
     match find_runtime(configured.as_deref()) {

@@ -33,14 +33,36 @@ pub fn must(args: &[&str]) -> String {
 
 /// The host state the network hook must never change: routes of every table
 /// and the nftables ruleset (stateless: counters are traffic, not rules).
+/// Other engineers' and suites' containers come and go on the same host:
+/// their veths and podman's CNI chains are not ours to judge, and are left
+/// out; everything the hook could write (any table, any of our routes) is in.
 pub fn host_network_snapshot() -> String {
     let mut text = must(&["ip", "-4", "route", "show", "table", "all"]);
     text += &must(&["ip", "-6", "route", "show", "table", "all"]);
     // A bridge route's "linkdown" flag follows whether any container is
     // attached at that moment (other suites run too); it is not a change.
     text = text.replace(" linkdown", "");
+    text = text
+        .lines()
+        .filter(|l| !l.contains(" dev veth") && !l.contains("cni-podman"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     text += &must(&["ip", "rule", "show"]);
-    text += &must(&["nft", "-s", "list", "ruleset"]);
+    let ruleset = must(&["nft", "-s", "list", "ruleset"]);
+    let mut skip = false;
+    for line in ruleset.lines() {
+        // podman's CNI chains, and the jump into them, appear with podman.
+        if line.trim_start().starts_with("chain CNI-") {
+            skip = true;
+        }
+        if !skip && !line.contains("jump CNI-") {
+            text += line;
+            text.push('\n');
+        }
+        if skip && line.trim() == "}" {
+            skip = false;
+        }
+    }
     text
 }
 
@@ -207,9 +229,19 @@ pub const METADATA_HOST: &str = "169.254.169.254";
 pub const PUBLIC_HOST6: &str = "2001:db8:5::5";
 pub const UNLISTED_HOST6: &str = "2001:db8:6::6";
 pub const ULA_HOST6: &str = "fd42:dead:beef::5";
+/// The resolvers an administrator lists in `[network] resolvers` (the
+/// network-dns test policy); the world answers on port 53 there.
+pub const RESOLVER_HOST: &str = "203.0.113.53";
+pub const RESOLVER_HOST6: &str = "2001:db8:53::53";
 /// The IPv4 test hosts every lab carries, and the public IPv6 ones.
-const TEST_HOSTS_V4: [&str; 4] = [PUBLIC_HOST, UNLISTED_HOST, PRIVATE_HOST, METADATA_HOST];
-const TEST_HOSTS_V6: [&str; 2] = [PUBLIC_HOST6, UNLISTED_HOST6];
+const TEST_HOSTS_V4: [&str; 5] = [
+    PUBLIC_HOST,
+    UNLISTED_HOST,
+    PRIVATE_HOST,
+    METADATA_HOST,
+    RESOLVER_HOST,
+];
+const TEST_HOSTS_V6: [&str; 3] = [PUBLIC_HOST6, UNLISTED_HOST6, RESOLVER_HOST6];
 
 impl Lab {
     /// `tag` keeps parallel tests apart (namespace names stay < 16 chars).
@@ -233,7 +265,12 @@ impl Lab {
         }
         provider.tcp_server(8080);
         provider.tcp_server(8081);
-        provider.udp_server("::", 8053);
+        // One socket per host, so a reply comes from the address asked (a
+        // wildcard socket answers from eth0's, which conntrack does not
+        // match to the request).
+        for host in [PUBLIC_HOST, UNLISTED_HOST, PUBLIC_HOST6, UNLISTED_HOST6] {
+            provider.udp_server(host, 8053);
+        }
         Lab {
             container,
             provider,
@@ -276,7 +313,7 @@ impl Lab {
 ///
 /// world eth0 198.51.100.254/30 (host side 198.51.100.253/30),
 /// 2001:db8:ff::2/64 (host side 2001:db8:ff::1/64); on its lo the same test
-/// hosts as [`Lab`] plus servers: TCP 8080 and 8081, UDP 8053.
+/// hosts as [`Lab`] plus servers: TCP 8080, 8081 and 53, UDP 8053 and 53.
 pub struct World {
     pub ns: Netns,
     bridge: String,
@@ -370,6 +407,11 @@ impl World {
         // address, which the bridge's NAT does not match to the request.
         ns.udp_server(PUBLIC_HOST, 8053);
         ns.udp_server(UNLISTED_HOST, 8053);
+        // DNS port: the resolver the policy lists, and hosts it does not.
+        ns.tcp_server(53);
+        for host in [RESOLVER_HOST, UNLISTED_HOST, RESOLVER_HOST6, UNLISTED_HOST6] {
+            ns.udp_server(host, 53);
+        }
         wait_link_local(WORLD_HOST_IF);
         World {
             ns,
@@ -422,5 +464,46 @@ fn wait_link_local(dev: &str) {
 impl Drop for World {
     fn drop(&mut self) {
         World::teardown(&self.bridge);
+    }
+}
+
+/// An address the host gains while a container runs (as when a client does
+/// `docker network create --subnet …` and the host takes `.1`): one end of
+/// a veth pair that stays in the host (this kernel has no dummy driver)
+/// holding `v4`/32 and `v6`/128, deleted on drop.
+pub struct HostAddress {
+    dev: String,
+}
+
+impl HostAddress {
+    pub fn add(dev: &str, v4: &str, v6: &str) -> HostAddress {
+        let _ = run(&["ip", "link", "del", dev]);
+        let peer = format!("{dev}p");
+        must(&[
+            "ip", "link", "add", dev, "type", "veth", "peer", "name", &peer,
+        ]);
+        let host = HostAddress {
+            dev: dev.to_string(),
+        };
+        must(&["ip", "addr", "add", &format!("{v4}/32"), "dev", dev]);
+        must(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            &format!("{v6}/128"),
+            "dev",
+            dev,
+            "nodad",
+        ]);
+        must(&["ip", "link", "set", dev, "up"]);
+        must(&["ip", "link", "set", &peer, "up"]);
+        host
+    }
+}
+
+impl Drop for HostAddress {
+    fn drop(&mut self) {
+        let _ = run(&["ip", "link", "del", &self.dev]);
     }
 }

@@ -38,6 +38,9 @@ pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString]) {
     };
     // Staged bind sources first: they are mounts inside the directory.
     crate::stage::release_quietly(&root, id);
+    if let Err(e) = vibe_hooks::remove_host_rules(id) {
+        eprintln!("vibe-shim: delete: network: {e}");
+    }
     if let Err(e) = state_dir::remove(&dir) {
         eprintln!("vibe-shim: delete: {e}");
     }

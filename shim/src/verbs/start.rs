@@ -45,7 +45,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
             )
         }
     };
-    let result = match vibe_hooks::check_before_start(pid, &ctx.policy.network) {
+    let result = match vibe_hooks::check_before_start(&container_id, pid, &ctx.policy.network) {
         Ok(()) => Ok((args.to_vec(), Vec::new())),
         Err(e) => Err(super::refusal(Denial::new(
             "network",
