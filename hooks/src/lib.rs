@@ -148,6 +148,23 @@ pub fn check_before_start(pid: i32, net: &NetworkSection) -> Result<(), HookErro
     })
 }
 
+/// Whether the network namespace file at `path` (a `/proc/<pid>/ns/net` or a
+/// bind-mounted netns) already holds this policy's `inet vibe_shim` table,
+/// judged as the start check judges it. Used before letting a container
+/// join another namespace. Only reads: the table is dumped from a thread
+/// that entered the namespace; a file that is not a network namespace fails
+/// the `setns`.
+pub fn netns_has_policy_table(path: &Path, net: &NetworkSection) -> Result<bool, HookError> {
+    let netns = File::open(path).map_err(|source| HookError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let expected = ruleset::policy_tag(net);
+    in_netns(netns, move || {
+        Ok(nftables::read_table()?.is_some_and(|table| table.is_ours(&expected)))
+    })
+}
+
 /// Opens the namespace first and judges the open file, so the check and the
 /// later setns see the same namespace. "The host's" is pid 1's namespace and
 /// also the one this process runs in (the runtime's): some sandboxes deny
