@@ -10,7 +10,6 @@ mod log;
 mod policy_file;
 mod private_file;
 mod runtime;
-#[allow(dead_code)] // TEMP: wired in by create, exec, update, start and delete
 mod state_dir;
 mod verbs;
 
@@ -55,6 +54,9 @@ fn run() -> i32 {
             &inv,
             &Denial::new("runtime", "runc", "vibe-shim", e.to_string()),
         );
+    }
+    if verb == "delete" {
+        verbs::delete::cleanup(inv.root.as_deref(), inv.verb_args());
     }
     if !ENFORCED_VERBS.contains(&verb.as_str()) {
         return pass_through(&inv, &config_path);
