@@ -5,7 +5,7 @@
 //! the host) for the door and fails naming what it found. Needs root.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 use vibe_shim_tests::bundle::{describe, Bundle};
@@ -18,7 +18,17 @@ fn text(bytes: &[u8]) -> String {
 /// left in runc. If it was not, `evidence` (run after a start) says what
 /// the container got, and the test fails with it.
 fn assert_refused(bundle: &Bundle, rule: &str, evidence: impl FnOnce(&Bundle) -> String) {
-    let out = bundle.create();
+    assert_refused_with(bundle, &[], rule, evidence)
+}
+
+/// [`assert_refused`] with extra `create` flags.
+fn assert_refused_with(
+    bundle: &Bundle,
+    flags: &[&str],
+    rule: &str,
+    evidence: impl FnOnce(&Bundle) -> String,
+) {
+    let out = create_with(bundle, flags);
     if out.status.success() {
         let started = bundle.shim(&["start", &bundle.id], b"");
         let seen = evidence(bundle);
@@ -37,6 +47,28 @@ fn assert_refused(bundle: &Bundle, rule: &str, evidence: impl FnOnce(&Bundle) ->
         describe(&out)
     );
     assert!(bundle.runc_list().is_empty());
+}
+
+/// `create [flags] --bundle B id`, stdio to files as `Bundle::create` does.
+fn create_with(bundle: &Bundle, flags: &[&str]) -> Output {
+    let file = |name: &str| std::fs::File::create(bundle.dir.path().join(name)).unwrap();
+    let status = bundle
+        .shim_command(["create"])
+        .args(flags)
+        .arg("--bundle")
+        .arg(bundle.bundle_dir())
+        .arg(&bundle.id)
+        .stdin(Stdio::null())
+        .stdout(file("init.out"))
+        .stderr(file("init.err"))
+        .status()
+        .expect("run vibe-shim create");
+    let read = |name: &str| std::fs::read(bundle.dir.path().join(name)).unwrap_or_default();
+    Output {
+        status,
+        stdout: read("init.out"),
+        stderr: read("init.err"),
+    }
 }
 
 fn exec_text(bundle: &Bundle, script: &str) -> String {
@@ -83,7 +115,9 @@ fn host_root_as_rootfs_is_refused() {
     spec["root"]["path"] = json!("/");
     spec["process"]["args"] = json!(["/bin/sleep", "300"]);
     bundle.write_spec(&spec);
-    assert_refused(&bundle, "root_path", |b| {
+    // runc 1.1.5 itself then fails (bind of / onto itself: ELOOP, with or
+    // without --no-pivot); vibe-shim refuses before it gets there.
+    assert_refused_with(&bundle, &["--no-pivot"], "root_path", |b| {
         let out = b.shim(&["exec", &b.id, "/bin/ls", "/work"], b"");
         format!("the host's /work from inside: {}", describe(&out))
     });
@@ -99,46 +133,29 @@ fn host_directory_and_other_containers_rootfs_are_refused() {
     spec["root"]["path"] = json!(other.bundle_dir().join("rootfs"));
     bundle.write_spec(&spec);
     assert_refused(&bundle, "root_path", |b| {
-        exec_text(b, "echo shares the other bundle's rootfs")
+        exec_text(b, "echo runs in the other bundle rootfs")
     });
 
-    // Another container's rootfs, reached through a symlink in our bundle,
-    // with both under the same runc root.
+    // Another container's rootfs: a second container from the same bundle
+    // (the argv names the bundle), under the same runc root.
     assert!(other.create().status.success());
-    let bundle2 = Bundle::busybox("rootsteal", &["sleep", "300"], "");
-    std::fs::remove_dir_all(bundle2.bundle_dir().join("rootfs")).unwrap();
-    std::os::unix::fs::symlink(
-        other.bundle_dir().join("rootfs"),
-        bundle2.bundle_dir().join("rootfs"),
-    )
-    .unwrap();
-    // Same root as `other`: run the create with other's --root.
-    let status = Command::new("timeout")
-        .arg("60")
-        .arg(vibe_shim_tests::bundle::shim_bin())
-        .arg("--config")
-        .arg(bundle2.policy_path())
-        .arg("--root")
-        .arg(other.root_dir())
-        .arg("--log")
-        .arg(bundle2.log_path())
-        .arg("--log-format")
-        .arg("json")
-        .args(["create", "--bundle"])
-        .arg(bundle2.bundle_dir())
-        .arg(&bundle2.id)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+    let id2 = format!("{}-2", other.id);
+    let status = other
+        .shim_command(["create", "--bundle"])
+        .arg(other.bundle_dir())
+        .arg(&id2)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .status()
         .unwrap();
     let _ = Command::new(vibe_shim_tests::bundle::runc_bin())
         .arg("--root")
         .arg(other.root_dir())
-        .args(["delete", "-f", &bundle2.id])
+        .args(["delete", "-f", &id2])
         .status();
     assert!(!status.success(), "another container's rootfs was allowed");
-    let msg = bundle2.last_log_line().unwrap()["msg"]
+    let msg = other.last_log_line().unwrap()["msg"]
         .as_str()
         .unwrap()
         .to_string();
@@ -230,8 +247,8 @@ fn second_proc_mount_is_refused() {
     assert_refused(&bundle, "kernel_mounts", |b| {
         exec_text(
             b,
-            "[ -c /proc/kcore ] && [ -e /x/kcore ] && [ ! -c /x/kcore ] && echo /x/kcore unmasked; \
-             touch /x/sys/kernel/core_pattern 2>&1; ls -l /x/kcore",
+            "[ -c /proc/keys ] && [ -f /x/keys ] && echo /proc/keys masked, /x/keys not; \
+             grep -c . /x/keys; grep -c . /x/timer_list",
         )
     });
 }
@@ -306,5 +323,7 @@ fn netns_of_a_container_under_this_policy_is_joined() {
     // A different policy's table is not this policy's.
     let third = Bundle::busybox("netthird", &["sleep", "300"], "[network]\ndns = true\n");
     set_netns_path(&third, &format!("/proc/{pid}/ns/net"));
-    assert_refused(&third, "namespaces", |_| "joined".into());
+    assert_refused(&third, "namespaces", |_| {
+        "joined a namespace walled by another policy".into()
+    });
 }
