@@ -144,16 +144,15 @@ struct RuncStateConfig {
 
 /// The filesystem type of the topmost mount at exactly `path`.
 pub fn mount_fs_type_in(text: &[u8], path: &Path) -> Option<String> {
-    text.split(|&b| b == b'\n')
-        .filter_map(|line| {
-            let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
-            let point = fields.get(4)?;
-            let dash = fields.iter().position(|f| *f == b"-")?;
-            let kind = fields.get(dash + 1)?;
-            (Path::new(std::ffi::OsStr::from_bytes(&unescape_octal(point))) == path)
-                .then(|| String::from_utf8_lossy(kind).into_owned())
-        })
-        .last()
+    // The last line for a point is the mount on top.
+    text.split(|&b| b == b'\n').rev().find_map(|line| {
+        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+        let point = fields.get(4)?;
+        let dash = fields.iter().position(|f| *f == b"-")?;
+        let kind = fields.get(dash + 1)?;
+        (Path::new(std::ffi::OsStr::from_bytes(&unescape_octal(point))) == path)
+            .then(|| String::from_utf8_lossy(kind).into_owned())
+    })
 }
 
 /// Where `path` would be in each hierarchy listed in `own` (the text of
