@@ -148,20 +148,20 @@ pub fn check_before_start(pid: i32, net: &NetworkSection) -> Result<(), HookErro
     })
 }
 
-/// Whether the network namespace file at `path` (a `/proc/<pid>/ns/net` or a
-/// bind-mounted netns) already holds this policy's `inet vibe_shim` table,
-/// judged as the start check judges it. Used before letting a container
-/// join another namespace. Only reads: the table is dumped from a thread
-/// that entered the namespace; a file that is not a network namespace fails
-/// the `setns`.
-pub fn netns_has_policy_table(path: &Path, net: &NetworkSection) -> Result<bool, HookError> {
+/// What the network namespace file at `path` (a `/proc/<pid>/ns/net` or a
+/// bind-mounted netns) holds: `None` without an `inet vibe_shim` table,
+/// else whether it is this policy's, judged as the start check judges it.
+/// Used before letting a container join a namespace. Only reads: the table
+/// is dumped from a thread that entered the namespace; a file that is not a
+/// network namespace fails the `setns`.
+pub fn netns_policy_table(path: &Path, net: &NetworkSection) -> Result<Option<bool>, HookError> {
     let netns = File::open(path).map_err(|source| HookError::Open {
         path: path.to_path_buf(),
         source,
     })?;
     let expected = ruleset::policy_tag(net);
     in_netns(netns, move || {
-        Ok(nftables::read_table()?.is_some_and(|table| table.is_ours(&expected)))
+        Ok(nftables::read_table()?.map(|table| table.is_ours(&expected)))
     })
 }
 

@@ -38,9 +38,12 @@ pub trait HostView {
     /// The filesystem type of the mount whose mount point is exactly `path`
     /// (canonical input), or `None` when no mount sits there.
     fn mount_fs_type(&self, path: &Path) -> Option<String>;
-    /// Whether the network namespace file at `path` already holds vibe-shim's
-    /// table for this network policy; `None` when it cannot be read.
-    fn netns_has_policy_table(&self, path: &Path, net: &NetworkSection) -> Option<bool>;
+    /// Whether the network namespace file at `path` holds vibe-shim's table
+    /// for this network policy (`Ours`), another policy's (`Foreign`) or
+    /// none; `None` when it cannot be read.
+    fn netns_policy_table(&self, path: &Path, net: &NetworkSection) -> Option<NetnsTable>;
+    /// Whether any process is in the network namespace the file at `path` names.
+    fn netns_in_use(&self, path: &Path) -> Option<bool>;
     /// Whether a cgroup exists at `path` in any hierarchy: an absolute path
     /// from each hierarchy's root, a relative one from this process's own
     /// cgroup (as runc's cgroupfs driver resolves them). `None`: cannot tell.
@@ -49,6 +52,14 @@ pub trait HostView {
     /// matches `pattern` (components `*` or `prefix*` match one directory
     /// level) and holds a readable `state.json`.
     fn runc_rootfses(&self, pattern: &Path) -> Vec<(PathBuf, PathBuf)>;
+}
+
+/// What a network namespace holds, as far as joining it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetnsTable {
+    Ours,
+    Foreign,
+    Absent,
 }
 
 /// An in-memory host for tests: explicit symlink resolutions, mounts and namespaces.
@@ -71,6 +82,8 @@ pub struct FakeHost {
     pub overlay_storage: bool,
     /// Network namespace files that hold this policy's table.
     pub walled_netns: BTreeSet<PathBuf>,
+    /// Network namespace files whose namespace no process is in.
+    pub empty_namespaces: BTreeSet<PathBuf>,
     /// Cgroup paths (as passed to `cgroup_exists`) that exist.
     pub cgroups: BTreeSet<PathBuf>,
     /// runc containers: (state dir, rootfs).
@@ -147,10 +160,20 @@ impl HostView for FakeHost {
         overlay.then(|| "overlay".to_string())
     }
 
-    fn netns_has_policy_table(&self, path: &Path, _net: &NetworkSection) -> Option<bool> {
+    fn netns_policy_table(&self, path: &Path, _net: &NetworkSection) -> Option<NetnsTable> {
+        self.namespaces.contains_key(path).then(|| {
+            if self.walled_netns.contains(path) {
+                NetnsTable::Ours
+            } else {
+                NetnsTable::Absent
+            }
+        })
+    }
+
+    fn netns_in_use(&self, path: &Path) -> Option<bool> {
         self.namespaces
             .contains_key(path)
-            .then(|| self.walled_netns.contains(path))
+            .then(|| !self.empty_namespaces.contains(path))
     }
 
     fn cgroup_exists(&self, path: &Path) -> Option<bool> {

@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use vibe_policy::config::NetworkSection;
-use vibe_policy::host::{proc_ns_name, HostView, NamespaceId};
+use vibe_policy::host::{proc_ns_name, HostView, NamespaceId, NetnsTable};
 
 #[derive(Default)]
 pub struct RealHost {
@@ -103,8 +103,26 @@ impl HostView for RealHost {
         mount_fs_type_in(&text, path)
     }
 
-    fn netns_has_policy_table(&self, path: &Path, net: &NetworkSection) -> Option<bool> {
-        vibe_hooks::netns_has_policy_table(path, net).ok()
+    fn netns_policy_table(&self, path: &Path, net: &NetworkSection) -> Option<NetnsTable> {
+        Some(match vibe_hooks::netns_policy_table(path, net).ok()? {
+            Some(true) => NetnsTable::Ours,
+            Some(false) => NetnsTable::Foreign,
+            None => NetnsTable::Absent,
+        })
+    }
+
+    /// Compares with `/proc/<pid>/ns/net` of every process.
+    fn netns_in_use(&self, path: &Path) -> Option<bool> {
+        let target = stat_id(path)?;
+        let entries = std::fs::read_dir("/proc").ok()?;
+        Some(entries.flatten().any(|e| {
+            let is_pid = e
+                .file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit());
+            is_pid && stat_id(&e.path().join("ns/net")) == Some(target)
+        }))
     }
 
     fn cgroup_exists(&self, path: &Path) -> Option<bool> {

@@ -289,10 +289,29 @@ fn set_netns_path(bundle: &Bundle, path: &str) {
     bundle.write_spec(&spec);
 }
 
+/// A process living in a namespace, killed (by its own pid) on drop.
+struct Occupant(std::process::Child);
+
+impl Drop for Occupant {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn netns_without_our_table_is_not_joined() {
-    let netns = Netns::new("bare");
+    // Another workload's namespace: a process is in it, no table of ours.
+    let netns = Netns::new("busy");
+    let _occupant = Occupant(
+        Command::new("ip")
+            .args(["netns", "exec", &netns.0, "sleep", "300"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let bundle = Bundle::busybox("netjoin", &["sleep", "300"], "");
     set_netns_path(&bundle, &netns.path());
     assert_refused(&bundle, "namespaces", |_| {
@@ -305,6 +324,18 @@ fn netns_without_our_table_is_not_joined() {
             text(&out.stdout).trim()
         )
     });
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn empty_netns_made_by_the_engine_is_joined() {
+    // podman and CNI make the container's namespace before runc create.
+    let netns = Netns::new("fresh");
+    let bundle = Bundle::busybox("netfresh", &["sleep", "300"], "");
+    set_netns_path(&bundle, &netns.path());
+    let out = bundle.create();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(bundle.shim(&["start", &bundle.id], b"").status.success());
 }
 
 #[test]

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
+use crate::host::NetnsTable;
 use crate::json::{str_field, str_items};
 
 const RULE: &str = "namespaces";
@@ -99,21 +100,32 @@ fn judge_path(kind: &str, path: &str, field: &str, cx: &RuleContext) -> Result<(
         ));
     }
     if kind == "network" {
-        match cx
-            .host
-            .netns_has_policy_table(Path::new(path), &cx.policy.network)
-        {
-            Some(true) => {}
-            Some(false) => {
-                return refuse(
-                    "this network namespace does not hold this policy's vibe_shim table"
-                        .to_string(),
-                )
-            }
-            None => return refuse("cannot read this network namespace's table".to_string()),
-        }
+        return judge_netns(path, cx).map_err(|reason| Denial::new(RULE, field, path, reason));
     }
     Ok(())
+}
+
+/// Another container's network namespace only when it already holds this
+/// policy's table. A namespace no process is in and without any table is
+/// one the engine made for this container (podman, CNI) and is fine.
+fn judge_netns(path: &str, cx: &RuleContext) -> Result<(), String> {
+    let path = Path::new(path);
+    let table = cx.host.netns_policy_table(path, &cx.policy.network);
+    match table {
+        Some(NetnsTable::Ours) => Ok(()),
+        Some(NetnsTable::Foreign) => {
+            Err("this network namespace holds another policy's vibe_shim table".into())
+        }
+        Some(NetnsTable::Absent) => match cx.host.netns_in_use(path) {
+            Some(false) => Ok(()),
+            Some(true) => Err(
+                "another container's network namespace without this policy's vibe_shim table"
+                    .into(),
+            ),
+            None => Err("cannot tell whether this network namespace is in use".into()),
+        },
+        None => Err("cannot read this network namespace's table".into()),
+    }
 }
 
 /// Whether a mapping field asks for anything: absent, null and `[]` do not.
@@ -261,6 +273,13 @@ mod tests {
         assert!(err.reason.contains("policy's vibe_shim table"), "{err}");
         spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/walled");
         assert!(run(&mut spec, &host()).is_ok());
+        // An empty namespace the engine made (podman, CNI) is fine.
+        let mut fresh = host();
+        fresh
+            .empty_namespaces
+            .insert(PathBuf::from("/run/netns/other"));
+        spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/other");
+        assert!(run(&mut spec, &fresh).is_ok());
         spec["linux"]["namespaces"][3]["path"] = json!("/proc/77/ns/pid");
         let err = run(&mut spec, &host()).unwrap_err();
         assert!(err.reason.contains("another container's pid"), "{err}");
