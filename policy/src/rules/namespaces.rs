@@ -280,6 +280,7 @@ mod tests {
             .insert(PathBuf::from("/run/netns/other"));
         spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/other");
         assert!(run(&mut spec, &fresh).is_ok());
+        spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/walled");
         spec["linux"]["namespaces"][3]["path"] = json!("/proc/77/ns/pid");
         let err = run(&mut spec, &host()).unwrap_err();
         assert!(err.reason.contains("another container's pid"), "{err}");
