@@ -227,6 +227,23 @@ fn clone_fd(file: &File) -> Result<File, HookError> {
         .map_err(|e| HookError::Thread(e.to_string()))
 }
 
+/// What the network namespace file at `path` (a `/proc/<pid>/ns/net` or a
+/// bind-mounted netns) holds: `None` without an `inet vibe_shim` table,
+/// else whether it is this policy's, judged as the start check judges it.
+/// Used before letting a container join a namespace. Only reads: the table
+/// is dumped from a thread that entered the namespace; a file that is not a
+/// network namespace fails the `setns`.
+pub fn netns_policy_table(path: &Path, net: &NetworkSection) -> Result<Option<bool>, HookError> {
+    let netns = File::open(path).map_err(|source| HookError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let expected = ruleset::policy_tag(net);
+    in_netns(netns, move || {
+        Ok(nftables::read_table()?.map(|table| table.is_ours(&expected)))
+    })
+}
+
 /// Opens the namespace first and judges the open file, so the check and the
 /// later setns see the same namespace. "The host's" is pid 1's namespace and
 /// also the one this process runs in (the runtime's): some sandboxes deny

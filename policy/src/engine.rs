@@ -72,6 +72,8 @@ pub const PROCESS_RULES: &[ProcessRule] = &[
 pub const SPEC_RULES: &[SpecRule] = &[
     apply_process_rules,
     rules::readonly_root::apply,
+    rules::root_path::apply,
+    rules::cgroups::apply,
     rules::namespaces::apply,
     rules::kernel_mounts::apply,
     rules::binds::apply,

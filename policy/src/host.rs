@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::config::NetworkSection;
+
 /// A namespace's identity: (device, inode) of its nsfs file.
 pub type NamespaceId = (u64, u64);
 
@@ -42,6 +44,33 @@ pub trait HostView {
     /// root, or under any other (vibe-shim's or runc's own state). The
     /// engine-file exemption is only for a container that owns its id.
     fn container_id_in_use(&self, runc_root: &Path, id: &str) -> bool;
+    // -- namespaces, root and cgroups (issue 8 item 6) --
+
+    /// The filesystem type of the mount whose mount point is exactly `path`
+    /// (canonical input), or `None` when no mount sits there.
+    fn mount_fs_type(&self, path: &Path) -> Option<String>;
+    /// Whether the network namespace file at `path` holds vibe-shim's table
+    /// for this network policy (`Ours`), another policy's (`Foreign`) or
+    /// none; `None` when it cannot be read.
+    fn netns_policy_table(&self, path: &Path, net: &NetworkSection) -> Option<NetnsTable>;
+    /// Whether any process is in the network namespace the file at `path` names.
+    fn netns_in_use(&self, path: &Path) -> Option<bool>;
+    /// Whether a cgroup exists at `path` in any hierarchy: an absolute path
+    /// from each hierarchy's root, a relative one from this process's own
+    /// cgroup (as runc's cgroupfs driver resolves them). `None`: cannot tell.
+    fn cgroup_exists(&self, path: &Path) -> Option<bool>;
+    /// `(state dir, config.rootfs)` of every runc container whose state dir
+    /// matches `pattern` (components `*` or `prefix*` match one directory
+    /// level) and holds a readable `state.json`.
+    fn runc_rootfses(&self, pattern: &Path) -> Vec<(PathBuf, PathBuf)>;
+}
+
+/// What a network namespace holds, as far as joining it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetnsTable {
+    Ours,
+    Foreign,
+    Absent,
 }
 
 /// An in-memory host for tests: explicit symlink resolutions, mounts and namespaces.
@@ -65,6 +94,19 @@ pub struct FakeHost {
     pub hook_dirs: BTreeMap<PathBuf, Vec<HookFile>>,
     /// Container ids some container already uses (see `container_id_in_use`).
     pub ids_in_use: BTreeSet<String>,
+    /// Filesystem type by exact mount point. When `overlay_storage` is set,
+    /// a `merged` directory under an `overlay2`/`overlay` storage directory
+    /// is an overlay mount point too (the Docker host of the fixtures).
+    pub mount_types: BTreeMap<PathBuf, String>,
+    pub overlay_storage: bool,
+    /// Network namespace files that hold this policy's table.
+    pub walled_netns: BTreeSet<PathBuf>,
+    /// Network namespace files whose namespace no process is in.
+    pub empty_namespaces: BTreeSet<PathBuf>,
+    /// Cgroup paths (as passed to `cgroup_exists`) that exist.
+    pub cgroups: BTreeSet<PathBuf>,
+    /// runc containers: (state dir, rootfs).
+    pub runc_states: Vec<(PathBuf, PathBuf)>,
 }
 
 impl FakeHost {
@@ -73,6 +115,7 @@ impl FakeHost {
     pub fn new() -> Self {
         let mut host = FakeHost {
             all_paths_exist: true,
+            overlay_storage: true,
             ..FakeHost::default()
         };
         for (i, kind) in NAMESPACE_KINDS.iter().enumerate() {
@@ -134,6 +177,49 @@ impl HostView for FakeHost {
 
     fn container_id_in_use(&self, _runc_root: &Path, id: &str) -> bool {
         self.ids_in_use.contains(id)
+    }
+
+    // --- namespaces, root and cgroups ---
+    fn mount_fs_type(&self, path: &Path) -> Option<String> {
+        if let Some(kind) = self.mount_types.get(path) {
+            return Some(kind.clone());
+        }
+        let storage = path
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name);
+        let overlay = self.overlay_storage
+            && path.file_name().is_some_and(|n| n == "merged")
+            && storage.is_some_and(|s| s == "overlay2" || s == "overlay");
+        overlay.then(|| "overlay".to_string())
+    }
+
+    fn netns_policy_table(&self, path: &Path, _net: &NetworkSection) -> Option<NetnsTable> {
+        self.namespaces.contains_key(path).then(|| {
+            if self.walled_netns.contains(path) {
+                NetnsTable::Ours
+            } else {
+                NetnsTable::Absent
+            }
+        })
+    }
+
+    fn netns_in_use(&self, path: &Path) -> Option<bool> {
+        self.namespaces
+            .contains_key(path)
+            .then(|| !self.empty_namespaces.contains(path))
+    }
+
+    fn cgroup_exists(&self, path: &Path) -> Option<bool> {
+        Some(self.cgroups.contains(path))
+    }
+
+    fn runc_rootfses(&self, pattern: &Path) -> Vec<(PathBuf, PathBuf)> {
+        self.runc_states
+            .iter()
+            .filter(|(dir, _)| glob_match(pattern, dir))
+            .cloned()
+            .collect()
     }
 }
 
@@ -228,5 +314,30 @@ impl FakeHost {
             uid: 0,
             mode: FileFacts::DIRECTORY | 0o755,
         })
+    }
+}
+
+/// Whether `path` matches `pattern` component by component, where a
+/// pattern component `*` or `prefix*` matches one component.
+pub fn glob_match(pattern: &Path, path: &Path) -> bool {
+    let (mut p, mut q) = (pattern.components(), path.components());
+    loop {
+        match (p.next(), q.next()) {
+            (None, None) => return true,
+            (Some(a), Some(b)) => {
+                let (a, b) = (
+                    a.as_os_str().to_string_lossy(),
+                    b.as_os_str().to_string_lossy(),
+                );
+                let ok = match a.strip_suffix('*') {
+                    Some(prefix) => b.starts_with(prefix),
+                    None => a == b,
+                };
+                if !ok {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
     }
 }

@@ -6,7 +6,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use vibe_policy::host::{proc_ns_name, HostView, NamespaceId};
+use vibe_policy::config::NetworkSection;
+use vibe_policy::host::{proc_ns_name, HostView, NamespaceId, NetnsTable};
 use vibe_policy::host::{FileFacts, HookFile};
 
 #[derive(Default)]
@@ -110,6 +111,130 @@ impl HostView for RealHost {
     fn container_id_in_use(&self, runc_root: &Path, id: &str) -> bool {
         crate::stage::container_id_in_use(runc_root, id)
     }
+
+    fn mount_fs_type(&self, path: &Path) -> Option<String> {
+        let text = std::fs::read("/proc/self/mountinfo").ok()?;
+        mount_fs_type_in(&text, path)
+    }
+
+    fn netns_policy_table(&self, path: &Path, net: &NetworkSection) -> Option<NetnsTable> {
+        Some(match vibe_hooks::netns_policy_table(path, net).ok()? {
+            Some(true) => NetnsTable::Ours,
+            Some(false) => NetnsTable::Foreign,
+            None => NetnsTable::Absent,
+        })
+    }
+
+    /// Compares with `/proc/<pid>/ns/net` of every process.
+    fn netns_in_use(&self, path: &Path) -> Option<bool> {
+        let target = stat_id(path)?;
+        let entries = std::fs::read_dir("/proc").ok()?;
+        Some(entries.flatten().any(|e| {
+            let is_pid = e
+                .file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit());
+            is_pid && stat_id(&e.path().join("ns/net")) == Some(target)
+        }))
+    }
+
+    fn cgroup_exists(&self, path: &Path) -> Option<bool> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let v2_root = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let dirs = cgroup_dirs(&own, v2_root, path);
+        if dirs.is_empty() {
+            return None;
+        }
+        Some(dirs.iter().any(|d| d.exists()))
+    }
+
+    fn runc_rootfses(&self, pattern: &Path) -> Vec<(PathBuf, PathBuf)> {
+        expand_glob(pattern)
+            .into_iter()
+            .filter_map(|dir| {
+                let text = std::fs::read(dir.join("state.json")).ok()?;
+                let state: RuncState = serde_json::from_slice(&text).ok()?;
+                Some((dir, state.config.rootfs))
+            })
+            .collect()
+    }
+}
+
+// -- namespaces, root and cgroups (issue 8 item 6) --
+
+/// The part of runc's `state.json` that names the container's rootfs.
+#[derive(serde::Deserialize)]
+struct RuncState {
+    config: RuncStateConfig,
+}
+
+#[derive(serde::Deserialize)]
+struct RuncStateConfig {
+    rootfs: PathBuf,
+}
+
+/// The filesystem type of the topmost mount at exactly `path`.
+pub fn mount_fs_type_in(text: &[u8], path: &Path) -> Option<String> {
+    // The last line for a point is the mount on top.
+    text.split(|&b| b == b'\n').rev().find_map(|line| {
+        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+        let point = fields.get(4)?;
+        let dash = fields.iter().position(|f| *f == b"-")?;
+        let kind = fields.get(dash + 1)?;
+        (Path::new(std::ffi::OsStr::from_bytes(&unescape_octal(point))) == path)
+            .then(|| String::from_utf8_lossy(kind).into_owned())
+    })
+}
+
+/// Where `path` would be in each hierarchy listed in `own` (the text of
+/// /proc/self/cgroup): under the hierarchy's root when absolute, under this
+/// process's cgroup when relative (runc's cgroupfs driver). v1 hierarchies
+/// are mounted at /sys/fs/cgroup/<controllers>; v2 at /sys/fs/cgroup when
+/// `v2_root`, else at /sys/fs/cgroup/unified (hybrid).
+pub fn cgroup_dirs(own: &str, v2_root: bool, path: &Path) -> Vec<PathBuf> {
+    let base = Path::new("/sys/fs/cgroup");
+    let rel = path.strip_prefix("/").unwrap_or(path);
+    own.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, own_path) = (parts.next()?, parts.next()?, parts.next()?);
+            let mount = match controllers {
+                "" if v2_root => base.to_path_buf(),
+                "" => base.join("unified"),
+                c => base.join(c.strip_prefix("name=").unwrap_or(c)),
+            };
+            let start = if path.is_absolute() {
+                mount
+            } else {
+                mount.join(own_path.trim_start_matches('/'))
+            };
+            Some(start.join(rel))
+        })
+        .collect()
+}
+
+/// The directories matching `pattern`, where a component `*` or `prefix*`
+/// matches any one directory entry starting with the prefix.
+fn expand_glob(pattern: &Path) -> Vec<PathBuf> {
+    let mut found = vec![PathBuf::from("/")];
+    for component in pattern.components().skip(1) {
+        let part = component.as_os_str().to_string_lossy();
+        let Some(prefix) = part.strip_suffix('*') else {
+            found.iter_mut().for_each(|d| d.push(&*part));
+            continue;
+        };
+        found = found
+            .iter()
+            .filter_map(|dir| std::fs::read_dir(dir).ok())
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+            .map(|e| e.path())
+            .collect();
+    }
+    found.retain(|d| d.is_dir());
+    found
 }
 
 // --- client hooks: stat and hooks.d reading ---
@@ -214,6 +339,60 @@ mod tests {
         let exe = host.file_facts(Path::new("/proc/self/exe")).unwrap();
         let target = std::fs::canonicalize("/proc/self/exe").unwrap();
         assert!(exe.same_file(&host.file_facts(&target).unwrap()));
+    }
+
+    #[test]
+    fn mount_type_of_the_top_mount_at_a_point() {
+        let text = b"1 0 0:1 / / rw - ext4 /dev/vda1 rw\n\
+            2 1 0:2 / /m\\040x rw shared:3 - overlay overlay rw,lowerdir=a\n\
+            3 1 0:3 / /t rw - tmpfs tmpfs rw\n\
+            4 3 0:4 / /t rw - proc proc rw\n";
+        let of = |p: &str| mount_fs_type_in(text, Path::new(p));
+        assert_eq!(of("/m x").as_deref(), Some("overlay"));
+        assert_eq!(of("/t").as_deref(), Some("proc"));
+        assert_eq!(of("/m"), None);
+        assert_eq!(of("/").as_deref(), Some("ext4"));
+    }
+
+    #[test]
+    fn cgroup_dirs_per_hierarchy() {
+        let own = "9:name=systemd:/\n4:memory:/a/b\n1:cpu,cpuacct:/\n0::/u\n";
+        let dirs = cgroup_dirs(own, false, Path::new("/docker/x"));
+        assert_eq!(
+            dirs,
+            [
+                "/sys/fs/cgroup/systemd/docker/x",
+                "/sys/fs/cgroup/memory/docker/x",
+                "/sys/fs/cgroup/cpu,cpuacct/docker/x",
+                "/sys/fs/cgroup/unified/docker/x",
+            ]
+            .map(PathBuf::from)
+        );
+        let dirs = cgroup_dirs("0::/u\n", true, Path::new("id"));
+        assert_eq!(dirs, [PathBuf::from("/sys/fs/cgroup/u/id")]);
+        let dirs = cgroup_dirs("4:memory:/a/b\n", false, Path::new("."));
+        assert_eq!(dirs, [PathBuf::from("/sys/fs/cgroup/memory/a/b/.")]);
+    }
+
+    #[test]
+    fn real_cgroups_and_globs() {
+        let host = RealHost::new();
+        assert_eq!(host.cgroup_exists(Path::new("/")), Some(true));
+        assert_eq!(
+            host.cgroup_exists(Path::new("/vibe-no-such-cgroup-xyz")),
+            Some(false)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("runtime-a/ns/c1");
+        std::fs::create_dir_all(&c).unwrap();
+        std::fs::write(
+            c.join("state.json"),
+            r#"{"id":"c1","config":{"rootfs":"/r/1"}}"#,
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("runtime-b/ns/c2")).unwrap();
+        let found = host.runc_rootfses(&dir.path().join("runtime-*/*/*"));
+        assert_eq!(found, [(c, PathBuf::from("/r/1"))]);
     }
 
     #[test]

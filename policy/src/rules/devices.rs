@@ -2,6 +2,8 @@
 //! zero, full, random, urandom, tty, console, ptmx and the pty slaves. Any
 //! `--device` node is dropped, and the cgroup device rules are replaced by a
 //! fixed list, so neither a created node nor a client rule opens a disk.
+//! cgroup v2's `resources.unified` may not touch `devices.*` at all (this
+//! rule owns those keys there), on create or update.
 
 use serde_json::{json, Value};
 
@@ -58,7 +60,27 @@ pub fn cgroup_device_rules() -> Value {
     Value::Array(rules)
 }
 
+/// The `unified` key prefix this rule owns.
+pub const UNIFIED_DEVICES_PREFIX: &str = "devices.";
+
+/// Refuses a `devices.*` key in `resources.unified`.
+fn refuse_unified_devices(resources: Option<&Value>, field: &str) -> Result<(), Denial> {
+    let unified = resources
+        .and_then(|r| r.get("unified"))
+        .and_then(Value::as_object);
+    match unified.and_then(|u| u.keys().find(|k| k.starts_with(UNIFIED_DEVICES_PREFIX))) {
+        Some(key) => Err(Denial::new(
+            RULE,
+            format!("{field}/{key}"),
+            key.as_str(),
+            "cgroup device access is fixed by the policy",
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    refuse_unified_devices(spec.pointer("/linux/resources"), "/linux/resources/unified")?;
     let linux = crate::json::object_at(spec, "linux");
     if let Some(devices) = linux.get_mut("devices").and_then(Value::as_array_mut) {
         for (index, device) in std::mem::take(devices).into_iter().enumerate() {
@@ -89,6 +111,7 @@ pub fn apply_update(
     _cx: &RuleContext,
     rec: &mut Record,
 ) -> Result<(), Denial> {
+    refuse_unified_devices(Some(resources), "/unified")?;
     if let Some(map) = resources.as_object_mut() {
         if let Some(before) = map.remove("devices") {
             rec.change(RULE, "/devices", before, Value::Null);
@@ -189,6 +212,18 @@ mod tests {
             rules[9],
             json!({"allow": true, "type": "c", "major": 136, "access": "rwm"})
         );
+    }
+
+    #[test]
+    fn unified_device_keys_are_refused() {
+        let mut spec = json!({"linux": {"resources": {"unified": {"memory.max": "1G", "devices.allow": "a *:* rwm"}}}});
+        let err = with_cx(|cx| apply(&mut spec, cx, &mut Record::default())).unwrap_err();
+        assert_eq!(err.field, "/linux/resources/unified/devices.allow");
+        let mut update = json!({"unified": {"devices.deny": ""}});
+        let err = with_cx(|cx| apply_update(&mut update, cx, &mut Record::default())).unwrap_err();
+        assert_eq!(err.field, "/unified/devices.deny");
+        let mut ok = json!({"unified": {"memory.max": "1G"}});
+        assert!(with_cx(|cx| apply_update(&mut ok, cx, &mut Record::default())).is_ok());
     }
 
     #[test]

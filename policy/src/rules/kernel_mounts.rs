@@ -5,6 +5,10 @@
 //! root, so a mount of type `ext4` with source `/dev/vda1` would bring the
 //! host disk in without ever being a bind.
 //!
+//! Each kernel filesystem is allowed once, at its standard destination
+//! only: `maskedPaths`/`readonlyPaths` name `/proc/...` and `/sys/...`, so a
+//! second proc at `/x` would show `/x/kcore` and a writable `/x/sys`.
+//!
 //! Also home to the small mount-option helpers the other mount rules share.
 
 use std::borrow::Cow;
@@ -25,6 +29,18 @@ const RULE: &str = "kernel_mounts";
 const KERNEL_TYPES: &[&str] = &["proc", "sysfs", "cgroup", "cgroup2", "mqueue", "devpts"];
 /// Types forced read-only: a writable sysfs or cgroupfs reaches the host.
 const READ_ONLY_TYPES: &[&str] = &["sysfs", "cgroup", "cgroup2"];
+
+/// The one destination of each kernel filesystem (cgroup and cgroup2 share).
+fn standard_destination(kind: &str) -> Option<&'static str> {
+    match kind {
+        "proc" => Some("/proc"),
+        "sysfs" => Some("/sys"),
+        "cgroup" | "cgroup2" => Some("/sys/fs/cgroup"),
+        "mqueue" => Some("/dev/mqueue"),
+        "devpts" => Some("/dev/pts"),
+        _ => None,
+    }
+}
 
 /// Whether runc bind-mounts this entry: type `bind`, or a `bind`/`rbind`
 /// option (runc honours the option whatever the type says).
@@ -85,6 +101,7 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
     let Some(mounts) = mounts_mut(spec) else {
         return Ok(());
     };
+    let mut seen: Vec<&'static str> = Vec::new();
     for (index, mount) in mounts.iter_mut().enumerate() {
         if is_bind(mount) {
             continue; // judged by the binds rule
@@ -103,6 +120,26 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
                 "mount type is not allowed: only binds (judged by filesystem.bind), tmpfs \
                  and the standard kernel filesystems",
             ));
+        }
+        if let Some(standard) = standard_destination(kind) {
+            let refuse = |reason: &str| {
+                Err(Denial::new(
+                    RULE,
+                    format!("/mounts/{index}/destination"),
+                    format!("{kind} at {dest}"),
+                    reason,
+                ))
+            };
+            if dest != standard {
+                return refuse(&format!(
+                    "{kind} is only mounted at {standard}, where the masked and read-only \
+                     paths apply"
+                ));
+            }
+            if seen.contains(&standard) {
+                return refuse(&format!("a second {kind} mount at {standard}"));
+            }
+            seen.push(standard);
         }
         // Device nodes live on the /dev tmpfs and on devpts (the pty slaves),
         // so those two keep device semantics; everything else is nodev.
@@ -182,6 +219,43 @@ mod tests {
         assert_eq!(options_at(&spec, "/dev/shm"), ["nosuid", "nodev"]);
         assert_eq!(options_at(&spec, "/sys"), ["nosuid", "nodev", "ro"]);
         assert_eq!(options_at(&spec, "/proc"), ["nosuid", "nodev"]);
+    }
+
+    #[test]
+    fn kernel_filesystems_only_once_and_only_at_home() {
+        for (kind, dest) in [
+            ("proc", "/x"),
+            ("proc", "/proc/1"),
+            ("proc", "/"),
+            ("sysfs", "/x"),
+            ("sysfs", "/sys/fs"),
+            ("cgroup", "/x"),
+            ("cgroup2", "/sys"),
+            ("mqueue", "/x"),
+            ("devpts", "/dev/pts2"),
+        ] {
+            let mut spec = json!({"mounts": [
+                {"destination": dest, "type": kind, "source": kind},
+            ]});
+            let denial = run(&mut spec).unwrap_err();
+            assert_eq!(denial.field, "/mounts/0/destination");
+            assert_eq!(denial.value, format!("{kind} at {dest}"));
+        }
+        for (first, second) in [("proc", "proc"), ("cgroup", "cgroup2"), ("sysfs", "sysfs")] {
+            let dest = standard_destination(first).unwrap();
+            let mut spec = json!({"mounts": [
+                {"destination": dest, "type": first, "source": first},
+                {"destination": format!("{dest}/"), "type": second, "source": second},
+            ]});
+            let denial = run(&mut spec).unwrap_err();
+            assert_eq!(denial.field, "/mounts/1/destination");
+            assert!(denial.reason.contains("second"), "{denial}");
+        }
+        // Unclean spellings of the standard place are the standard place.
+        let mut spec = json!({"mounts": [
+            {"destination": "//proc/.", "type": "proc", "source": "proc"},
+        ]});
+        assert!(run(&mut spec).is_ok());
     }
 
     #[test]

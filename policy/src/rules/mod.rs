@@ -25,6 +25,10 @@ pub mod sysctls;
 pub mod tmpfs;
 pub mod user;
 
+// issue 8 item 6
+pub mod cgroups;
+pub mod root_path;
+
 /// Test helper: runs one rule with `policy` on a fresh [`crate::FakeHost`],
 /// without a create context, and returns what it recorded.
 #[cfg(test)]

@@ -1,6 +1,12 @@
 //! The container never shares the host's pid, ipc, uts, mount, network or
 //! cgroup namespace, judged by namespace inode, never by the engine's flags.
 //! A missing entry means "stay in the runtime's (the host's) namespace".
+//!
+//! User namespaces and id mappings (of the container or of a mount) are
+//! refused: no policy option grants them yet, and a mapping decides which
+//! host uid the policy's forced uid really is (1000 mapped onto host 0).
+//! Another container's network namespace may be joined only when it
+//! already holds this policy's table.
 
 use std::path::Path;
 
@@ -8,7 +14,8 @@ use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::str_field;
+use crate::host::NetnsTable;
+use crate::json::{str_field, str_items};
 
 const RULE: &str = "namespaces";
 /// Kinds that must be present; a missing entry is the host's namespace.
@@ -17,7 +24,11 @@ const REQUIRED: [&str; 5] = ["pid", "ipc", "uts", "mount", "network"];
 /// sharing them with another container breaks that container's isolation.
 const NEVER_JOINED: [&str; 3] = ["pid", "ipc", "mount"];
 
+/// Mount options that ask runc for an id-mapped mount.
+const IDMAP_OPTIONS: [&str; 2] = ["idmap", "ridmap"];
+
 pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    refuse_id_mappings(spec)?;
     let entries: &[Value] = spec
         .pointer("/linux/namespaces")
         .and_then(Value::as_array)
@@ -36,6 +47,14 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
     let mut has_cgroup = false;
     for (i, entry) in entries.iter().enumerate() {
         let kind = str_field(entry, "type");
+        if kind == "user" {
+            return Err(Denial::new(
+                RULE,
+                format!("/linux/namespaces/{i}"),
+                entry.to_string(),
+                "user namespaces are not granted by the policy",
+            ));
+        }
         has_cgroup |= kind == "cgroup";
         let path = str_field(entry, "path");
         // An empty path is a new namespace, as in runc.
@@ -80,6 +99,78 @@ fn judge_path(kind: &str, path: &str, field: &str, cx: &RuleContext) -> Result<(
             "joining another container's {kind} namespace is not allowed"
         ));
     }
+    if kind == "network" {
+        return judge_netns(path, cx).map_err(|reason| Denial::new(RULE, field, path, reason));
+    }
+    Ok(())
+}
+
+/// Another container's network namespace only when it already holds this
+/// policy's table. A namespace no process is in and without any table is
+/// one the engine made for this container (podman, CNI) and is fine.
+fn judge_netns(path: &str, cx: &RuleContext) -> Result<(), String> {
+    let path = Path::new(path);
+    let table = cx.host.netns_policy_table(path, &cx.policy.network);
+    match table {
+        Some(NetnsTable::Ours) => Ok(()),
+        Some(NetnsTable::Foreign) => {
+            Err("this network namespace holds another policy's vibe_shim table".into())
+        }
+        Some(NetnsTable::Absent) => match cx.host.netns_in_use(path) {
+            Some(false) => Ok(()),
+            Some(true) => Err(
+                "another container's network namespace without this policy's vibe_shim table"
+                    .into(),
+            ),
+            None => Err("cannot tell whether this network namespace is in use".into()),
+        },
+        None => Err("cannot read this network namespace's table".into()),
+    }
+}
+
+/// Whether a mapping field asks for anything: absent, null and `[]` do not.
+fn is_set(value: Option<&Value>) -> bool {
+    !matches!(value, None | Some(Value::Null))
+        && value
+            .and_then(Value::as_array)
+            .is_none_or(|a| !a.is_empty())
+}
+
+/// `linux.uidMappings`/`gidMappings`, and the id mappings of any mount.
+fn refuse_id_mappings(spec: &Value) -> Result<(), Denial> {
+    for key in ["uidMappings", "gidMappings"] {
+        let value = spec.pointer("/linux").and_then(|l| l.get(key));
+        if is_set(value) {
+            return Err(Denial::new(
+                RULE,
+                format!("/linux/{key}"),
+                value.map(Value::to_string).unwrap_or_default(),
+                "uid/gid mappings are not granted by the policy",
+            ));
+        }
+    }
+    let mounts = spec.get("mounts").and_then(Value::as_array);
+    for (i, mount) in mounts.into_iter().flatten().enumerate() {
+        for key in ["uidMappings", "gidMappings"] {
+            if is_set(mount.get(key)) {
+                return Err(Denial::new(
+                    RULE,
+                    format!("/mounts/{i}/{key}"),
+                    str_field(mount, "destination"),
+                    "id-mapped mounts are not granted by the policy",
+                ));
+            }
+        }
+        let idmap = str_items(mount.get("options")).find(|o| IDMAP_OPTIONS.contains(o));
+        if let Some(option) = idmap {
+            return Err(Denial::new(
+                RULE,
+                format!("/mounts/{i}/options"),
+                format!("{option} at {}", str_field(mount, "destination")),
+                "id-mapped mounts are not granted by the policy",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -110,6 +201,9 @@ mod tests {
         host.namespaces.insert(PathBuf::from(NET_HOST_PATH), net);
         host.namespaces
             .insert(PathBuf::from("/run/netns/other"), (1, 9_000));
+        host.namespaces
+            .insert(PathBuf::from("/run/netns/walled"), (1, 9_003));
+        host.walled_netns.insert(PathBuf::from("/run/netns/walled"));
         host.namespaces
             .insert(PathBuf::from("/proc/77/ns/pid"), (1, 9_001));
         host.namespaces
@@ -171,10 +265,22 @@ mod tests {
     }
 
     #[test]
-    fn other_containers_network_is_fine_but_pid_is_not() {
+    fn other_containers_network_only_with_our_table_and_never_pid() {
         let mut spec = fixture("default");
         spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/other");
+        let err = run(&mut spec, &host()).unwrap_err();
+        assert_eq!(err.value, "/run/netns/other");
+        assert!(err.reason.contains("policy's vibe_shim table"), "{err}");
+        spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/walled");
         assert!(run(&mut spec, &host()).is_ok());
+        // An empty namespace the engine made (podman, CNI) is fine.
+        let mut fresh = host();
+        fresh
+            .empty_namespaces
+            .insert(PathBuf::from("/run/netns/other"));
+        spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/other");
+        assert!(run(&mut spec, &fresh).is_ok());
+        spec["linux"]["namespaces"][1]["path"] = json!("/run/netns/walled");
         spec["linux"]["namespaces"][3]["path"] = json!("/proc/77/ns/pid");
         let err = run(&mut spec, &host()).unwrap_err();
         assert!(err.reason.contains("another container's pid"), "{err}");
@@ -207,10 +313,55 @@ mod tests {
     }
 
     #[test]
-    fn user_namespace_is_left_alone() {
-        let mut spec = fixture("default");
-        let list = spec["linux"]["namespaces"].as_array_mut().unwrap();
-        list.push(json!({"type": "user", "path": "/proc/1/ns/user"}));
-        assert!(run(&mut spec, &host()).is_ok());
+    fn user_namespaces_are_refused_with_or_without_path() {
+        for entry in [
+            json!({"type": "user"}),
+            json!({"type": "user", "path": "/proc/1/ns/user"}),
+        ] {
+            let mut spec = fixture("default");
+            spec["linux"]["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(entry);
+            let err = run(&mut spec, &host()).unwrap_err();
+            assert_eq!(err.field, "/linux/namespaces/5");
+            assert!(err.reason.contains("user namespaces"), "{err}");
+        }
+    }
+
+    #[test]
+    fn id_mappings_are_refused() {
+        let map = json!([{"containerID": 1000, "hostID": 0, "size": 1}]);
+        for key in ["uidMappings", "gidMappings"] {
+            let mut spec = fixture("default");
+            spec["linux"][key] = map.clone();
+            let err = run(&mut spec, &host()).unwrap_err();
+            assert_eq!(err.field, format!("/linux/{key}"));
+            // Empty or null lists ask for nothing.
+            for nothing in [json!([]), Value::Null] {
+                spec["linux"][key] = nothing;
+                assert!(run(&mut spec, &host()).is_ok());
+            }
+            spec["linux"][key] = json!("x");
+            assert!(run(&mut spec, &host()).is_err());
+        }
+    }
+
+    #[test]
+    fn id_mapped_mounts_are_refused() {
+        let map = json!([{"containerID": 0, "hostID": 0, "size": 65536}]);
+        for key in ["uidMappings", "gidMappings"] {
+            let mut spec = fixture("default");
+            spec["mounts"][0][key] = map.clone();
+            let err = run(&mut spec, &host()).unwrap_err();
+            assert_eq!(err.field, format!("/mounts/0/{key}"));
+        }
+        for option in ["idmap", "ridmap"] {
+            let mut spec = fixture("default");
+            spec["mounts"][0]["options"] = json!(["rbind", option]);
+            let err = run(&mut spec, &host()).unwrap_err();
+            assert_eq!(err.field, "/mounts/0/options");
+            assert!(err.value.starts_with(option), "{err}");
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! The container's pids limit is never above the policy's, and unlimited
 //! (`-1`, `0` or absent) is never granted: on create, and on `runc update`.
+//! cgroup v2's `resources.unified` is the other way to write `pids.max`;
+//! this rule owns that key there and clamps it the same way.
 
 use serde_json::{Map, Value};
 
@@ -21,9 +23,41 @@ pub fn clamp(requested: Option<i64>, max: i64) -> i64 {
 /// Create: `linux.resources.pids.limit` is always set.
 pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
     let linux = object_at(spec, "linux");
-    let pids = child_object(child_object(linux, "resources"), "pids");
+    let resources = child_object(linux, "resources");
+    clamp_unified(resources, "/linux/resources/unified", cx, rec);
+    let pids = child_object(resources, "pids");
     set_limit(pids, "/linux/resources/pids/limit", cx, rec);
     Ok(())
+}
+
+/// The `unified` key this rule owns.
+pub const UNIFIED_PIDS_MAX: &str = "pids.max";
+
+/// `unified["pids.max"]`, if present, becomes a plain decimal within the
+/// policy. The kernel also reads `max`, hex and octal; anything but a
+/// decimal in 1..=limit is replaced by the limit.
+fn clamp_unified(
+    resources: &mut Map<String, Value>,
+    field: &str,
+    cx: &RuleContext,
+    rec: &mut Record,
+) {
+    let Some(unified) = resources.get_mut("unified").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(value) = unified.get_mut(UNIFIED_PIDS_MAX) else {
+        return;
+    };
+    let max = cx.policy.process.pids_limit;
+    let requested = value
+        .as_str()
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|s| s.parse::<i64>().ok());
+    let after = Value::from(clamp(requested, max).to_string());
+    if *value != after {
+        let before = std::mem::replace(value, after.clone());
+        rec.change(RULE, format!("{field}/{UNIFIED_PIDS_MAX}"), before, after);
+    }
 }
 
 /// Update (a top-level `LinuxResources`): clamped only when `pids` is sent;
@@ -34,6 +68,7 @@ pub fn apply_update(
     rec: &mut Record,
 ) -> Result<(), Denial> {
     let map = as_object(resources);
+    clamp_unified(map, "/unified", cx, rec);
     if map.contains_key("pids") {
         set_limit(child_object(map, "pids"), "/pids/limit", cx, rec);
     }
@@ -129,6 +164,35 @@ mod tests {
             assert_eq!(update["pids"], json!({"limit": 512}));
             assert_eq!(rec.changes[0].field, "/pids/limit");
         }
+    }
+
+    #[test]
+    fn unified_pids_max_is_clamped_on_create_and_update() {
+        for (odd, want) in [
+            (json!("max"), "512"),
+            (json!("100000"), "512"),
+            (json!("0x7fffffff"), "512"),
+            (json!(" 64"), "512"),
+            (json!("-1"), "512"),
+            (json!(7), "512"),
+            (json!("64"), "64"),
+        ] {
+            let mut spec = json!({"linux": {"resources": {"unified": {"pids.max": odd, "memory.high": "1G"}}}});
+            run(&mut spec, false);
+            let unified = &spec["linux"]["resources"]["unified"];
+            assert_eq!(unified["pids.max"], want, "{odd}");
+            assert_eq!(unified["memory.high"], "1G");
+            let mut update = json!({"unified": {"pids.max": odd}});
+            let rec = run(&mut update, true);
+            assert_eq!(update["unified"]["pids.max"], want);
+            assert_eq!(rec.changes.is_empty(), want == "64");
+            assert!(update.get("pids").is_none());
+        }
+        let mut spec = json!({"linux": {"resources": {"unified": {"memory.max": "1G"}}}});
+        run(&mut spec, false);
+        assert!(spec["linux"]["resources"]["unified"]
+            .get("pids.max")
+            .is_none());
     }
 
     #[test]

@@ -1,0 +1,222 @@
+//! `linux.cgroupsPath` never names a cgroup that already exists: runc joins
+//! an existing cgroup (or systemd unit) instead of failing, which puts the
+//! container under another container's limits, or none. Both of runc's
+//! readings of the path are judged, since the driver (`--systemd-cgroup`)
+//! is not part of the spec: the cgroupfs path (absolute from each
+//! hierarchy's root, relative from runc's own cgroup, `..` clamped as
+//! runc's `CleanPath` does) and, for `slice:prefix:name`, the systemd unit.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::decision::{Denial, Record};
+use crate::engine::RuleContext;
+use crate::json::clean_path;
+
+const RULE: &str = "cgroups";
+const FIELD: &str = "/linux/cgroupsPath";
+
+/// systemd's default parent slice for runc's units.
+const DEFAULT_SLICE: &str = "system.slice";
+/// runc's default scope prefix when the spec has no cgroupsPath.
+const DEFAULT_PREFIX: &str = "runc";
+
+pub fn apply(spec: &mut Value, cx: &RuleContext, _rec: &mut Record) -> Result<(), Denial> {
+    let Some(create) = cx.create else {
+        return Ok(());
+    };
+    let raw = match spec.pointer(FIELD) {
+        None | Some(Value::Null) => "",
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return Err(Denial::new(RULE, FIELD, other.to_string(), "not a string"));
+        }
+    };
+    let refuse = |reason: String| Err(Denial::new(RULE, FIELD, raw, reason));
+    let mut candidates = vec![cgroupfs_path(raw, &create.container_id)];
+    match systemd_path(raw, &create.container_id) {
+        Systemd::Path(path) => candidates.push(path),
+        Systemd::NotSystemd => {}
+        Systemd::Invalid => {
+            return refuse("not a valid systemd slice:prefix:name cgroup path".into());
+        }
+    }
+    for path in candidates {
+        match cx.host.cgroup_exists(&path) {
+            Some(false) => {}
+            Some(true) => {
+                return refuse(format!(
+                    "cgroup {} already exists: joining an existing cgroup is not allowed",
+                    path.display()
+                ))
+            }
+            None => return refuse("cannot read this host's cgroup hierarchies".into()),
+        }
+    }
+    Ok(())
+}
+
+/// The cgroupfs driver's reading: runc's `CleanPath`, or the container id
+/// (relative) when the spec has no path.
+pub fn cgroupfs_path(raw: &str, container_id: &str) -> PathBuf {
+    let raw = if raw.is_empty() { container_id } else { raw };
+    if raw.starts_with('/') {
+        return PathBuf::from(&*clean_path(raw));
+    }
+    let rel = clean_path(&format!("/{raw}"))
+        .trim_start_matches('/')
+        .to_string();
+    PathBuf::from(if rel.is_empty() { "." } else { &rel })
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Systemd {
+    Path(PathBuf),
+    NotSystemd,
+    Invalid,
+}
+
+/// The systemd driver's reading: `<expanded parent slice>/<unit>`, from the
+/// root of each hierarchy.
+pub fn systemd_path(raw: &str, container_id: &str) -> Systemd {
+    let (parent, prefix, name) = if raw.is_empty() {
+        ("", DEFAULT_PREFIX, container_id)
+    } else {
+        match raw.split(':').collect::<Vec<_>>()[..] {
+            [parent, prefix, name] => (parent, prefix, name),
+            _ => return Systemd::NotSystemd,
+        }
+    };
+    let parent = if parent.is_empty() {
+        DEFAULT_SLICE
+    } else {
+        parent
+    };
+    let unit = if name.ends_with(".slice") {
+        name.to_string()
+    } else if prefix.is_empty() {
+        format!("{name}.scope")
+    } else {
+        format!("{prefix}-{name}.scope")
+    };
+    match expand_slice(parent) {
+        Some(dir) if !unit.contains('/') && !name.is_empty() => {
+            Systemd::Path(PathBuf::from(format!("{dir}/{unit}")))
+        }
+        _ => Systemd::Invalid,
+    }
+}
+
+/// systemd's slice expansion: `a-b.slice` is `/a.slice/a-b.slice`, `-.slice`
+/// the root (as runc's `ExpandSlice`).
+fn expand_slice(slice: &str) -> Option<String> {
+    let stem = slice.strip_suffix(".slice")?;
+    if slice.contains('/') {
+        return None;
+    }
+    if stem == "-" {
+        return Some(String::new());
+    }
+    let mut path = String::new();
+    let mut prefix = String::new();
+    for part in stem.split('-') {
+        if part.is_empty() {
+            return None;
+        }
+        if !prefix.is_empty() {
+            prefix.push('-');
+        }
+        prefix.push_str(part);
+        path.push('/');
+        path.push_str(&prefix);
+        path.push_str(".slice");
+    }
+    Some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Policy;
+    use crate::engine::CreateContext;
+    use crate::host::FakeHost;
+    use serde_json::json;
+
+    fn run(spec: &mut Value, host: &FakeHost) -> Result<(), Denial> {
+        let policy = Policy::default();
+        let create = CreateContext {
+            container_id: "c1".into(),
+            ..CreateContext::default()
+        };
+        let cx = RuleContext {
+            policy: &policy,
+            host,
+            create: Some(&create),
+            process_field: "/process",
+        };
+        apply(spec, &cx, &mut Record::default())
+    }
+
+    fn spec(path: &str) -> Value {
+        json!({"linux": {"cgroupsPath": path}})
+    }
+
+    #[test]
+    fn cgroupfs_paths_as_runc_cleans_them() {
+        let p = |raw| cgroupfs_path(raw, "c1");
+        assert_eq!(p("/docker/x"), PathBuf::from("/docker/x"));
+        assert_eq!(p("/docker/../../x/"), PathBuf::from("/x"));
+        assert_eq!(p("/"), PathBuf::from("/"));
+        assert_eq!(p("a/../../b"), PathBuf::from("b"));
+        assert_eq!(p(".."), PathBuf::from("."));
+        assert_eq!(p(""), PathBuf::from("c1"));
+    }
+
+    #[test]
+    fn systemd_paths_as_runc_expands_them() {
+        let p = |raw| systemd_path(raw, "c1");
+        let path = |s: &str| Systemd::Path(PathBuf::from(s));
+        assert_eq!(
+            p("system.slice:docker:abc"),
+            path("/system.slice/docker-abc.scope")
+        );
+        assert_eq!(p(":docker:abc"), path("/system.slice/docker-abc.scope"));
+        assert_eq!(p("a-b.slice::x"), path("/a.slice/a-b.slice/x.scope"));
+        assert_eq!(p("-.slice:p:user.slice"), path("/user.slice"));
+        assert_eq!(p(""), path("/system.slice/runc-c1.scope"));
+        assert_eq!(p("/docker/abc"), Systemd::NotSystemd);
+        assert_eq!(p("a--b.slice:p:n"), Systemd::Invalid);
+        assert_eq!(p("nope:p:n"), Systemd::Invalid);
+        assert_eq!(p("system.slice:p:a/b"), Systemd::Invalid);
+    }
+
+    #[test]
+    fn new_cgroups_pass_existing_ones_are_refused() {
+        let mut host = FakeHost::new();
+        assert!(run(&mut spec("/docker/c1"), &host).is_ok());
+        assert!(run(&mut json!({"linux": {}}), &host).is_ok());
+        host.cgroups.insert(PathBuf::from("/docker/victim"));
+        host.cgroups.insert(PathBuf::from("/"));
+        host.cgroups.insert(PathBuf::from("."));
+        host.cgroups
+            .insert(PathBuf::from("/system.slice/docker-victim.scope"));
+        for path in [
+            "/docker/victim",
+            "/docker/../docker/victim/",
+            "/",
+            "..",
+            "system.slice:docker:victim",
+        ] {
+            let err = run(&mut spec(path), &host).unwrap_err();
+            assert_eq!(err.rule, RULE);
+            assert!(err.reason.contains("already exists"), "{path}: {err}");
+        }
+    }
+
+    #[test]
+    fn odd_values_are_refused() {
+        assert!(run(&mut json!({"linux": {"cgroupsPath": 7}}), &FakeHost::new()).is_err());
+        assert!(run(&mut spec("x:y:z"), &FakeHost::new()).is_err());
+    }
+}
