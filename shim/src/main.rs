@@ -11,7 +11,6 @@ mod log;
 mod policy_file;
 mod private_file;
 mod runtime;
-#[allow(dead_code)] // TEMP: wired in by create, exec, update, start and delete
 mod state_dir;
 mod verbs;
 
@@ -56,7 +55,12 @@ fn run() -> i32 {
         );
     }
     match check_argv(&inv, &verb) {
-        Ok(Route::PassThrough) => pass_through(&inv, &config_path),
+        Ok(Route::PassThrough) => {
+            if verb == "delete" && !inv.no_action {
+                verbs::delete::cleanup(inv.root.as_deref(), inv.verb_args());
+            }
+            pass_through(&inv, &config_path)
+        }
         Ok(Route::Enforce) => enforce(&inv, &verb, config_path),
         Err(denial) => fail(&inv, &denial),
     }

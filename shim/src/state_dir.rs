@@ -147,8 +147,73 @@ pub fn ensure_private(dir: &Path) -> Result<(), StateDirError> {
     Ok(())
 }
 
+/// Whether runc has state for `id` under `root` (a created container).
+pub fn container_exists(root: &Path, id: &str) -> bool {
+    check_id(id).is_ok() && root.join(id).join("state.json").exists()
+}
+
+/// Mount points at or below `dir`, deepest first, from mountinfo.
+fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(unescape_mountinfo)
+        .filter(|point| point.starts_with(dir))
+        .collect();
+    found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    found.dedup();
+    found
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape_mountinfo(field: &str) -> PathBuf {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
+            std::str::from_utf8(d)
+                .ok()
+                .and_then(|d| u8::from_str_radix(d, 8).ok())
+        });
+        match (bytes[i], octal) {
+            (b'\\', Some(b)) => {
+                out.push(b);
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from(
+        <std::ffi::OsStr as OsStrExt>::from_bytes(&out),
+    ))
+}
+
 /// Removes a container's directory and everything in it; absent is fine.
+/// Anything mounted below it is detached first, and if a mount is still
+/// there the removal stops: deleting through a bind mount would delete the
+/// host files it shows.
 pub fn remove(dir: &Path) -> Result<(), StateDirError> {
+    if std::fs::symlink_metadata(dir).is_err() {
+        return Ok(());
+    }
+    for point in mounts_below(dir) {
+        // EINVAL: no longer a mount point (detached with its parent).
+        match nix::mount::umount2(&point, nix::mount::MntFlags::MNT_DETACH) {
+            Ok(()) | Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => {}
+            Err(e) => return Err(io(&point)(std::io::Error::from(e))),
+        }
+    }
+    if let Some(point) = mounts_below(dir).first() {
+        return Err(StateDirError::Unsafe {
+            path: point.display().to_string(),
+            reason: "still a mount point; not removed".into(),
+        });
+    }
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -206,5 +271,14 @@ mod tests {
         remove(&dir).unwrap();
         remove(&dir).unwrap();
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(
+            unescape_mountinfo("/a\\040b\\134c"),
+            PathBuf::from("/a b\\c")
+        );
+        assert_eq!(unescape_mountinfo("/plain"), PathBuf::from("/plain"));
     }
 }

@@ -244,6 +244,13 @@ impl Bundle {
 
 impl Drop for Bundle {
     fn drop(&mut self) {
+        // Through vibe-shim, as an engine deletes (it removes its own
+        // per-container directory), then runc directly in case that failed.
+        let _ = self
+            .shim_command(["delete", "-f", &self.id])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         let _ = Command::new(runc_bin())
             .arg("--root")
             .arg(self.root_dir())

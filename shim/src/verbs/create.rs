@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -12,8 +12,9 @@ use vibe_policy::{enforce_create, CreateContext, Denial};
 
 use super::{lossy, refusal, Ctx, Outcome};
 use crate::args::{
-    first_positional, flag_value, scan_verb, CREATE_FLAGS, RESTORE_FLAGS, RUN_FLAGS,
+    first_positional, flag_value, scan_verb, Edits, Item, CREATE_FLAGS, RESTORE_FLAGS, RUN_FLAGS,
 };
+use crate::state_dir;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
@@ -61,28 +62,35 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
     let bundle = flag_value(&items, "bundle")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
+    let bundle = std::path::absolute(&bundle).unwrap_or(bundle);
     let spec_path = bundle.join("config.json");
-    let spec = match read_spec(&spec_path) {
+    let mut spec = match read_spec(&spec_path) {
         Ok(spec) => spec,
         Err(e) => return Outcome::refused(container_id, e.denial("config.json", &spec_path)),
     };
+    anchor_relative_paths(&mut spec, &bundle);
     let hook = match network_hook(&ctx.config_path) {
         Ok(hook) => hook,
         Err(e) => {
             return Outcome::refused(container_id, e.denial("hooks", Path::new("/proc/self/exe")))
         }
     };
+    let runc_root = state_dir::runc_root(ctx.root.as_deref());
     let create = CreateContext {
         container_id: container_id.clone(),
         network_hook: Some(hook),
         runtime_path: ctx.runtime.clone(),
-        bundle: std::path::absolute(&bundle).unwrap_or_else(|_| bundle.clone()),
-        runc_root: crate::state_dir::runc_root(ctx.root.as_deref()),
+        bundle,
+        runc_root,
     };
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|rewrite| {
+        let private = private_bundle(&create, &rewrite.document)
+            .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
+        // The engine's copy is informational only (runc reads the private
+        // one): engines that read config.json back see what runs.
         write_atomically(&spec_path, &rewrite.document)
             .map_err(|e| refusal(e.denial("config.json", &spec_path)))?;
-        Ok((args.to_vec(), rewrite.changes))
+        Ok((with_bundle(args, &items, &private), rewrite.changes))
     });
     Outcome {
         container_id,
@@ -90,15 +98,104 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
     }
 }
 
+/// Reads the engine's config.json once, through a descriptor that is a
+/// regular file and not a symlink (a FIFO would block us, a symlink could
+/// name anything). These bytes are what gets judged.
 pub fn read_spec(path: &Path) -> Result<Value, CreateError> {
-    let bytes = std::fs::read(path).map_err(|source| CreateError::Read {
+    let fail = |source| CreateError::Read {
         path: path.display().to_string(),
         source,
-    })?;
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(fail)?;
+    let meta = file.metadata().map_err(fail)?;
+    if !meta.file_type().is_file() {
+        return Err(fail(std::io::Error::other("not a regular file")));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes).map_err(fail)?;
     serde_json::from_slice(&bytes).map_err(|source| CreateError::Parse {
         path: path.display().to_string(),
         source,
     })
+}
+
+/// runc resolves a relative `root.path` and relative bind sources against
+/// its bundle directory. runc gets our private directory as its bundle, so
+/// they are anchored to the engine's bundle first, as runc would have read
+/// them; the rules then judge absolute paths.
+pub fn anchor_relative_paths(spec: &mut Value, bundle: &Path) {
+    let anchor = |value: &mut Value| {
+        if let Some(path) = value.as_str().filter(|p| !p.starts_with('/')) {
+            *value = Value::from(bundle.join(path).to_string_lossy().into_owned());
+        }
+    };
+    if let Some(root) = spec.pointer_mut("/root/path") {
+        anchor(root);
+    }
+    let Some(Value::Array(mounts)) = spec.get_mut("mounts") else {
+        return;
+    };
+    for mount in mounts {
+        let bind = mount.get("type").and_then(Value::as_str) == Some("bind")
+            || vibe_policy::json::str_items(mount.get("options"))
+                .any(|o| o == "bind" || o == "rbind");
+        if let Some(source) = mount.get_mut("source").filter(|_| bind) {
+            anchor(source);
+        }
+    }
+}
+
+/// Writes the judged spec into vibe-shim's root-only directory for this
+/// container and returns that directory: it is the bundle runc gets, so
+/// nothing done to the engine's bundle after the check reaches runc.
+fn private_bundle(create: &CreateContext, spec: &Value) -> Result<PathBuf, CreateError> {
+    let fail = |path: &Path, source| CreateError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    let dir = state_dir::container_dir(&create.runc_root, &create.container_id)
+        .map_err(|e| fail(Path::new(state_dir::BASE), std::io::Error::other(e)))?;
+    // runc resolves a relative root against its bundle, which is now ours.
+    let root = spec.pointer("/root/path").and_then(Value::as_str);
+    if !root.is_some_and(|r| r.starts_with('/')) {
+        let reason = format!("root.path {root:?} is not absolute after the rewrite");
+        return Err(fail(&dir, std::io::Error::other(reason)));
+    }
+    if state_dir::container_exists(&create.runc_root, &create.container_id) {
+        // runc would refuse too; our directory belongs to that container.
+        let reason = "a container with this id exists under this runc root";
+        return Err(fail(&dir, std::io::Error::other(reason)));
+    }
+    // Left by a container that was never deleted through vibe-shim.
+    state_dir::remove(&dir).map_err(|e| fail(&dir, std::io::Error::other(e)))?;
+    state_dir::ensure_private(&dir).map_err(|e| fail(&dir, std::io::Error::other(e)))?;
+    let path = dir.join("config.json");
+    let bytes = serde_json::to_vec(spec).map_err(|e| fail(&path, std::io::Error::other(e)))?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| fail(&path, e))?;
+    file.write_all(&bytes).map_err(|e| fail(&path, e))?;
+    Ok(dir)
+}
+
+/// The verb's arguments with every `--bundle` replaced by one naming `dir`.
+fn with_bundle(args: &[OsString], items: &[Item], dir: &Path) -> Vec<OsString> {
+    let mut edits = Edits::default();
+    for item in items {
+        if matches!(item, Item::Flag { name, .. } if name == "bundle") {
+            edits.remove_flag(item);
+        }
+    }
+    edits.prepend([OsString::from("--bundle"), dir.as_os_str().to_os_string()]);
+    edits.apply(args)
 }
 
 /// The createRuntime hook entry: vibe-shim itself, with the same policy file.

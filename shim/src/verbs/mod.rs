@@ -2,6 +2,7 @@
 //! its own verbs (hook, policy), and what they share.
 
 pub mod create;
+pub mod delete;
 pub mod exec;
 pub mod hook;
 pub mod policy_cmd;

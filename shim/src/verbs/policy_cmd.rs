@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use vibe_policy::{enforce_create, CreateContext, Policy, Rewrite};
 
-use super::create::read_spec;
+use super::create::{anchor_relative_paths, read_spec};
 use crate::args::{first_positional, flag_value, scan_verb, POLICY_FLAGS};
 use crate::host::RealHost;
 use crate::{policy_file, runtime};
@@ -57,7 +57,9 @@ fn explain(
     policy: &Policy,
     bundle: &Path,
 ) -> Result<(String, bool), PolicyCmdError> {
-    let spec = read_spec(&bundle.join("config.json"))?;
+    let mut spec = read_spec(&bundle.join("config.json"))?;
+    let bundle_abs = std::path::absolute(bundle).unwrap_or_else(|_| bundle.to_path_buf());
+    anchor_relative_paths(&mut spec, &bundle_abs);
     let runtime_path = runtime::find(
         policy.runtime.path.as_deref(),
         std::env::var_os("PATH").as_deref(),
@@ -78,7 +80,8 @@ fn explain(
         container_id: id,
         network_hook: None,
         runtime_path,
-        ..CreateContext::default()
+        bundle: bundle_abs,
+        runc_root: crate::state_dir::runc_root(None),
     };
     let mut out = format!(
         "policy: {}\nbundle: {}\n",

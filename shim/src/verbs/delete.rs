@@ -1,0 +1,103 @@
+//! `delete`: before runc deletes the container, vibe-shim removes its own
+//! per-container directory (the private bundle and anything staged in it).
+//! runc then gets its arguments untouched. A container that is still
+//! running and is not deleted with `--force` keeps its directory: runc
+//! refuses that delete, and its later `exec`s still need the judged spec.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use crate::args::{first_positional, scan_verb, FlagDef, Kind};
+use crate::state_dir;
+
+/// runc's `delete` flags.
+const DELETE_FLAGS: &[FlagDef] = &[FlagDef {
+    names: &["force", "f"],
+    kind: Kind::Bool,
+}];
+
+/// Removes the container's private directory when runc's delete will
+/// remove the container. Errors are reported but never stop the delete: a
+/// leftover directory is removed by the next create with the same id.
+pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString]) {
+    let items = scan_verb(args, DELETE_FLAGS, false);
+    let Some(id) = first_positional(&items).and_then(|id| id.to_str()) else {
+        return;
+    };
+    let force = items.iter().any(|item| {
+        matches!(item, crate::args::Item::Flag { name, value, .. }
+            if name == "force" && value.as_deref().is_none_or(|v| v != "false"))
+    });
+    let root = state_dir::runc_root(root);
+    if !force && is_running(&root, id) {
+        return;
+    }
+    let Ok(dir) = state_dir::container_dir(&root, id) else {
+        return;
+    };
+    if let Err(e) = state_dir::remove(&dir) {
+        eprintln!("vibe-shim: delete: {e}");
+    }
+    // The per-root level goes with its last container (ENOTEMPTY otherwise).
+    if let Some(parent) = dir.parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
+}
+
+/// Whether runc's state names a live init process (same pid, same start
+/// time, as runc itself decides) that has been started: runc deletes a
+/// created container (its exec fifo still there) without `--force`.
+fn is_running(root: &Path, id: &str) -> bool {
+    if root.join(id).join("exec.fifo").exists() {
+        return false;
+    }
+    #[derive(serde::Deserialize)]
+    struct State {
+        init_process_pid: Option<i64>,
+        init_process_start: Option<u64>,
+    }
+    let Ok(bytes) = std::fs::read(root.join(id).join("state.json")) else {
+        return false;
+    };
+    let Ok(state) = serde_json::from_slice::<State>(&bytes) else {
+        return false;
+    };
+    let (Some(pid), Some(start)) = (state.init_process_pid, state.init_process_start) else {
+        return false;
+    };
+    process_start(pid) == Some(start)
+}
+
+/// Field 22 of `/proc/<pid>/stat` (the start time), read after the last `)`
+/// since the command name may hold spaces.
+fn process_start(pid: i64) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_start_time_is_read() {
+        let me = i64::from(std::process::id());
+        assert!(process_start(me).is_some());
+        assert_eq!(process_start(-1), None);
+    }
+
+    #[test]
+    fn running_means_same_pid_and_start() {
+        let root = tempfile::tempdir().unwrap();
+        let me = i64::from(std::process::id());
+        let start = process_start(me).unwrap();
+        std::fs::create_dir(root.path().join("c")).unwrap();
+        let state = |s: u64| format!(r#"{{"init_process_pid":{me},"init_process_start":{s}}}"#);
+        std::fs::write(root.path().join("c/state.json"), state(start)).unwrap();
+        assert!(is_running(root.path(), "c"));
+        std::fs::write(root.path().join("c/state.json"), state(start + 1)).unwrap();
+        assert!(!is_running(root.path(), "c"));
+        assert!(!is_running(root.path(), "missing"));
+    }
+}
