@@ -51,9 +51,13 @@ fn assert_confined(report: &str) {
 }
 
 /// vibe-shim with the bundle's policy, root and log, then `args` as given.
-fn shim_raw(bundle: &Bundle, args: &[&str], stdout: Stdio) -> Output {
-    let mut cmd = Command::new("timeout");
-    cmd.arg(CALL_TIMEOUT_SECS)
+/// stdio go to files (init.out, init.err): a created container's init holds
+/// them open, so a pipe would never reach EOF.
+fn shim_raw(bundle: &Bundle, args: &[&str]) -> Output {
+    let out_path = bundle.dir.path().join("init.out");
+    let err_path = bundle.dir.path().join("init.err");
+    let status = Command::new("timeout")
+        .arg(CALL_TIMEOUT_SECS)
         .arg(shim_bin())
         .arg("--config")
         .arg(bundle.policy_path())
@@ -65,9 +69,15 @@ fn shim_raw(bundle: &Bundle, args: &[&str], stdout: Stdio) -> Output {
         .arg("json")
         .args(args)
         .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(Stdio::piped());
-    cmd.output().expect("run vibe-shim")
+        .stdout(fs::File::create(&out_path).expect("init.out"))
+        .stderr(fs::File::create(&err_path).expect("init.err"))
+        .status()
+        .expect("run vibe-shim");
+    Output {
+        status,
+        stdout: fs::read(out_path).unwrap_or_default(),
+        stderr: fs::read(err_path).unwrap_or_default(),
+    }
 }
 
 /// The refusal must come from vibe-shim (stderr and the --log file).
@@ -146,7 +156,6 @@ fn double_dash_before_the_verb_is_still_judged() {
     let mut spec = bundle.spec();
     greedy(&mut spec["process"]);
     bundle.write_spec(&spec);
-    let init_out = fs::File::create(bundle.dir.path().join("init.out")).unwrap();
     let bundle_dir = bundle.bundle_dir();
     let out = shim_raw(
         &bundle,
@@ -157,7 +166,6 @@ fn double_dash_before_the_verb_is_still_judged() {
             bundle_dir.to_str().unwrap(),
             &bundle.id,
         ],
-        Stdio::from(init_out),
     );
     assert!(out.status.success(), "create: {}", describe(&out));
     let out = bundle.shim(&["start", &bundle.id], b"");
