@@ -315,9 +315,12 @@ impl Invocation {
     }
 }
 
+/// A flag's name and its inline `=value`.
+type FlagParts<'a> = (&'a [u8], Option<&'a OsStr>);
+
 /// A flag token as Go's `flag` splits it: the name and an inline `=value`.
 /// `None` for a non-flag (`-`, `x`) and for `--`.
-fn split_flag(token: &OsStr) -> Option<Result<(&[u8], Option<&OsStr>), ArgsError>> {
+fn split_flag(token: &OsStr) -> Option<Result<FlagParts<'_>, ArgsError>> {
     let bytes = token.as_bytes();
     if bytes.len() < 2 || bytes[0] != b'-' || bytes == b"--" {
         return None;
@@ -744,7 +747,7 @@ pub fn scan_globals(args: Vec<OsString>) -> Result<Invocation, ArgsError> {
         let on = || {
             value
                 .as_deref()
-                .map_or(true, |v| parse_go_bool(v) == Some(true))
+                .is_none_or(|v| parse_go_bool(v) == Some(true))
         };
         match def.names[0] {
             "root" => inv.root = value.clone(),
@@ -791,7 +794,7 @@ pub fn flag_bool(items: &[Item], wanted: &str) -> Option<bool> {
         Item::Flag { name, value, .. } if name == wanted => Some(
             value
                 .as_deref()
-                .map_or(true, |v| parse_go_bool(v) == Some(true)),
+                .is_none_or(|v| parse_go_bool(v) == Some(true)),
         ),
         _ => None,
     })
@@ -1058,10 +1061,10 @@ mod tests {
         );
     }
 
-    fn classified(
-        verb: &str,
-        args: &[&str],
-    ) -> Result<(Vec<(String, Option<String>)>, Vec<String>), ArgsError> {
+    /// (flag name, value) pairs and the operands.
+    type Reading = (Vec<(String, Option<String>)>, Vec<String>);
+
+    fn classified(verb: &str, args: &[&str]) -> Result<Reading, ArgsError> {
         let items = classify_verb(verb, &os(args))?;
         let flags = items
             .iter()
@@ -1137,17 +1140,7 @@ mod tests {
         );
         let items = classify_verb("exec", &os(&["-p", "/a", "-p", "/b", "c"])).unwrap();
         assert_eq!(flag_value(&items, "process").unwrap(), "/b");
-        assert!(matches!(
-            classify_verb(
-                "exec",
-                &os(&["c", "x"])
-                    .iter()
-                    .chain(&os(&[]))
-                    .cloned()
-                    .collect::<Vec<_>>()
-            ),
-            Ok(_)
-        ));
+        assert!(classify_verb("exec", &os(&["c", "x"])).is_ok());
         assert_eq!(
             classify_verb("create", &os(&["--bundle"])),
             Err(ArgsError::NeedsValue("bundle".into()))
