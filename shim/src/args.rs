@@ -8,10 +8,12 @@
 //!   flags; the first non-flag is the verb; an unknown flag is an error.
 //! - A verb's own flags: the same, after urfave/cli's `reorderArgs` moved
 //!   flags found after the operands to the front (every verb but `exec` and
-//!   `ps`, which set `SkipArgReorder`). `reorderArgs` changed twice within
-//!   v1.22 (runc 1.1 pins v1.22.1, 1.2 v1.22.14, 1.3 v1.22.16, distributions
-//!   use their own), so all three versions are run: every one that accepts
-//!   must read the same (one that refuses is harmless: that runc refuses).
+//!   `ps`, which set `SkipArgReorder`). `reorderArgs` changed within v1.22:
+//!   runc 1.1 pins v1.22.1, 1.2 v1.22.14, 1.3 v1.22.16 (distributions build
+//!   with their own), so both readings are run: each one that accepts must
+//!   read the same (one that refuses is harmless: that runc refuses).
+//!   v1.22.2-5 are left out: runc's go.mod forbids them for a regression
+//!   (urfave/cli#1092) that breaks containerd's own `update --resources -`.
 //! - `normalizeFlags`: two names of one flag (`-e` and `--env`) is an error;
 //!   a plain flag given twice keeps the last value, a slice flag collects.
 //!
@@ -479,9 +481,8 @@ fn go_parse(tokens: &[(usize, &OsStr)], table: &[FlagDef]) -> Result<Vec<Item>, 
 enum Reorder {
     /// v1.22.0-1 (runc 1.1's pin): every `-x` moves, with one value after it.
     V1_22_1,
-    /// v1.22.2-5: only the verb's own flags move; `--` stops everything.
-    V1_22_2,
-    /// v1.22.6+ (runc 1.2, 1.3): as 2-5, but `--` right after a flag is its value.
+    /// v1.22.6+ (runc 1.2, 1.3): only the verb's own flags move, with the
+    /// next non-flag (`-` and `--` included) as a possible value.
     V1_22_6,
 }
 
@@ -532,20 +533,6 @@ fn reorder<'a>(
                     rest.push((i, arg));
                 }
             }
-            Reorder::V1_22_2 => {
-                if bytes == b"--" {
-                    rest.extend_from_slice(&tokens[pos..]);
-                    break;
-                } else if may_be_value && !bytes.starts_with(b"-") {
-                    may_be_value = false;
-                    moved.push((i, arg));
-                } else if arg_is_flag(table, bytes) {
-                    moved.push((i, arg));
-                    may_be_value = !has_eq;
-                } else {
-                    rest.push((i, arg));
-                }
-            }
             Reorder::V1_22_6 => {
                 if may_be_value && !arg_is_flag(table, bytes) {
                     may_be_value = false;
@@ -587,7 +574,7 @@ pub fn classify(
     // version that accepts must read the same, and one must accept.
     let mut read: Option<Vec<Item>> = None;
     let mut first_error = None;
-    for version in [Reorder::V1_22_1, Reorder::V1_22_2, Reorder::V1_22_6] {
+    for version in [Reorder::V1_22_1, Reorder::V1_22_6] {
         match go_parse(&reorder(args, table, version), table) {
             Ok(items) => match &read {
                 None => read = Some(items),
@@ -1173,24 +1160,29 @@ mod tests {
     #[test]
     fn urfave_versions_that_accept_must_agree() {
         let run = |args: &[OsString], v| go_parse(&reorder(args, CREATE_FLAGS, v), CREATE_FLAGS);
-        // v1.22.1 and v1.22.6+ give `--pid-file` the value `-q`; v1.22.2-5
-        // leave `-q` behind, give `c` to `--pid-file`, then fail on `-q`.
-        let args = os(&["c", "--pid-file", "-q"]);
-        assert_eq!(run(&args, Reorder::V1_22_1), run(&args, Reorder::V1_22_6));
-        assert!(run(&args, Reorder::V1_22_2).is_err());
+        // containerd's own update line reads the same in both.
+        let (flags, ops) = classified("update", &["--resources", "-", "c"]).unwrap();
+        assert_eq!(flags, [("resources".to_string(), Some("-".to_string()))]);
+        assert_eq!(ops, ["c"]);
         let (flags, ops) = classified("create", &["c", "--pid-file", "-q"]).unwrap();
         assert_eq!(flags, [("pid-file".to_string(), Some("-q".to_string()))]);
         assert_eq!(ops, ["c"]);
-        // v1.22.1 and 2-5 stop at `--`, so `c` is --pid-file's value and `x`
-        // the id; v1.22.6+ takes `--` as the value: two ids. Disagreement.
+        // v1.22.1 stops at `--`, so `c` is --pid-file's value and `x` the
+        // id; v1.22.6+ takes `--` as the value: two ids. Disagreement.
         let args = os(&["c", "--pid-file", "--", "x"]);
-        let a = run(&args, Reorder::V1_22_1).unwrap();
-        assert_eq!(a, run(&args, Reorder::V1_22_2).unwrap());
-        assert_ne!(a, run(&args, Reorder::V1_22_6).unwrap());
+        assert_ne!(
+            run(&args, Reorder::V1_22_1).unwrap(),
+            run(&args, Reorder::V1_22_6).unwrap()
+        );
         assert_eq!(
             classify_verb("create", &args),
             Err(ArgsError::VersionsDisagree)
         );
+        // v1.22.1 moves every dash-token (then fails on it); v1.22.6+ keeps
+        // an unknown one an operand.
+        let args = os(&["c", "-x"]);
+        assert!(run(&args, Reorder::V1_22_1).is_err());
+        assert!(run(&args, Reorder::V1_22_6).is_ok());
     }
 
     #[test]
