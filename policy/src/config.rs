@@ -59,6 +59,10 @@ pub struct Policy {
 pub struct RuntimeSection {
     /// The real runc. When absent, `runc` is searched in `PATH`.
     pub path: Option<PathBuf>,
+    /// Whether `runc restore` may run. A restored process takes its
+    /// credentials, capabilities and seccomp from the checkpoint image,
+    /// which vibe-shim cannot judge; off unless the admin trusts the images.
+    pub allow_restore: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -133,6 +133,32 @@ pub fn enforce_process(
     run_chain(process.clone(), &cx, PROCESS_RULES, None)
 }
 
+/// Rewrites an exec's process (from `--process FILE`, or built the way
+/// runc's `getProcess` builds it) against the container's judged process:
+/// the process rules, then [`rules::lsm`], which keeps the container's
+/// AppArmor profile and SELinux label.
+pub fn enforce_exec(
+    process: &Value,
+    container_process: &Value,
+    policy: &Policy,
+    host: &dyn HostView,
+) -> Result<Rewrite, Refusal> {
+    let mut rewrite = enforce_process(process, policy, host)?;
+    let mut rec = Record {
+        changes: std::mem::take(&mut rewrite.changes),
+    };
+    match rules::lsm::keep_container(&mut rewrite.document, container_process, "", &mut rec) {
+        Ok(()) => Ok(Rewrite {
+            document: rewrite.document,
+            changes: rec.changes,
+        }),
+        Err(denial) => Err(Refusal {
+            denial,
+            changes: rec.changes,
+        }),
+    }
+}
+
 /// Rewrites the resources of `runc update` (`--resources` JSON).
 pub fn enforce_update(
     resources: &Value,

@@ -1,174 +1,278 @@
-//! A tolerant scanner for runc's command line.
+//! runc's command line, classified exactly as runc classifies it.
 //!
-//! runc (urfave/cli over Go's `flag`) accepts `--f v`, `--f=v`, `-f v` and
-//! `-f=v` for every flag, and boolean flags without a value. A strict parser
-//! (clap, liboci-cli) rejects forms runc accepts, so this module only finds
-//! what vibe-shim needs (the verb, the container id, the flags it rewrites)
-//! and remembers where each token was, so every other byte reaches runc as
+//! runc 1.1-1.3 parses argv with urfave/cli v1 over Go's `flag` package:
+//!
+//! - Globals: Go's `flag` over the whole argv, no reordering. `--f`/`-f`
+//!   are the same flag; a value flag takes `=v` or the next token whatever
+//!   it looks like; a bool takes only `=v` (strconv.ParseBool); `--` ends the
+//!   flags; the first non-flag is the verb; an unknown flag is an error.
+//! - A verb's own flags: the same, after urfave/cli's `reorderArgs` moved
+//!   flags found after the operands to the front (every verb but `exec` and
+//!   `ps`, which set `SkipArgReorder`). `reorderArgs` changed within v1.22:
+//!   runc 1.1 pins v1.22.1, 1.2 v1.22.14, 1.3 v1.22.16 (distributions build
+//!   with their own), so both readings are run: each one that accepts must
+//!   read the same (one that refuses is harmless: that runc refuses).
+//!   v1.22.2-5 are left out: runc's go.mod forbids them for a regression
+//!   (urfave/cli#1092) that breaks containerd's own `update --resources -`.
+//! - `normalizeFlags`: two names of one flag (`-e` and `--env`) is an error;
+//!   a plain flag given twice keeps the last value, a slice flag collects.
+//!
+//! A command line these rules refuse, or that the versions read differently,
+//! is refused (see [`classify_verb`]); so is an integer flag value that is
+//! not plain decimal (Go reads `010` as octal). Whatever passes is read
+//! exactly as runc reads it, and every byte not rewritten reaches runc as
 //! given. Tokens stay `OsString`: argv is bytes, not UTF-8.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum ArgsError {
     #[error("--config needs a value")]
     ConfigWithoutValue,
+    #[error("--config given twice")]
+    ConfigTwice,
+    #[error("bad flag syntax: {0}")]
+    BadSyntax(String),
+    #[error("flag provided but not defined: -{0}")]
+    Unknown(String),
+    #[error("flag needs an argument: -{0}")]
+    NeedsValue(String),
+    #[error("invalid boolean value {value:?} for -{name}")]
+    BadBool { name: String, value: String },
+    #[error("invalid value {value:?} for -{name}: {reason}")]
+    BadValue {
+        name: String,
+        value: String,
+        reason: &'static str,
+    },
+    #[error("cannot use two forms of the same flag: -{0} -{1}")]
+    TwoForms(String, String),
+    #[error("urfave/cli versions used by runc 1.1-1.3 read these arguments differently")]
+    VersionsDisagree,
 }
 
-/// One flag this scanner knows for a verb (or globally).
-#[derive(Debug)]
+/// What a flag's value is, as urfave/cli declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `BoolFlag`: no value, or `=` + strconv.ParseBool.
+    Bool,
+    /// `StringFlag`: any bytes; the last one given wins.
+    Str,
+    /// `IntFlag` (Go base-0 integer): only plain decimal is accepted here.
+    Int,
+    /// `StringSliceFlag`: every value, in order.
+    StrSlice,
+    /// `Int64SliceFlag`: every value (strconv.ParseInt base 10), in order.
+    Int64Slice,
+}
+
+/// One flag of a verb (or a global flag).
+#[derive(Debug, Clone, Copy)]
 pub struct FlagDef {
     /// Every accepted name; the first is the canonical one reported in [`Item`].
     pub names: &'static [&'static str],
-    pub takes_value: bool,
+    pub kind: Kind,
+}
+
+impl FlagDef {
+    pub fn takes_value(&self) -> bool {
+        self.kind != Kind::Bool
+    }
 }
 
 const fn value(names: &'static [&'static str]) -> FlagDef {
     FlagDef {
         names,
-        takes_value: true,
+        kind: Kind::Str,
     }
 }
 
 const fn boolean(names: &'static [&'static str]) -> FlagDef {
     FlagDef {
         names,
-        takes_value: false,
+        kind: Kind::Bool,
     }
 }
 
-/// runc's global flags (before the verb).
+const fn int(names: &'static [&'static str]) -> FlagDef {
+    FlagDef {
+        names,
+        kind: Kind::Int,
+    }
+}
+
+const fn slice(names: &'static [&'static str]) -> FlagDef {
+    FlagDef {
+        names,
+        kind: Kind::StrSlice,
+    }
+}
+
+const fn int64_slice(names: &'static [&'static str]) -> FlagDef {
+    FlagDef {
+        names,
+        kind: Kind::Int64Slice,
+    }
+}
+
+/// urfave/cli's `HelpFlag`, appended to the app and to every verb.
+const HELP: FlagDef = boolean(&["help", "h"]);
+
+/// runc's global flags (before the verb), urfave/cli's help and version
+/// flags included. `criu` is a value in every version (ignored from 1.2).
 pub const GLOBAL_FLAGS: &[FlagDef] = &[
-    value(&["root"]),
+    boolean(&["debug"]),
     value(&["log"]),
     value(&["log-format"]),
+    value(&["root"]),
     value(&["criu"]),
-    value(&["rootless"]),
-    boolean(&["debug"]),
     boolean(&["systemd-cgroup"]),
-    boolean(&["help", "h"]),
+    value(&["rootless"]),
+    HELP,
     boolean(&["version", "v"]),
 ];
 
-/// runc's verbs plus vibe-shim's own (`hook`, `policy`); used to decide
-/// whether an unknown global `--x` takes the next token as its value.
-pub const KNOWN_VERBS: &[&str] = &[
-    "checkpoint",
-    "create",
-    "delete",
-    "events",
-    "exec",
-    "features",
-    "init",
-    "kill",
-    "list",
-    "pause",
-    "ps",
-    "restore",
-    "resume",
-    "run",
-    "spec",
-    "start",
-    "state",
-    "update",
-    "help",
-    "h",
-    "hook",
-    "policy",
-];
-
+/// The flag tables below are the union of runc 1.1, 1.2 and 1.3 (no flag
+/// changed its kind); a flag an older runc lacks makes that runc refuse.
 pub const CREATE_FLAGS: &[FlagDef] = &[
     value(&["bundle", "b"]),
     value(&["console-socket"]),
     value(&["pidfd-socket"]),
     value(&["pid-file"]),
-    value(&["preserve-fds"]),
     boolean(&["no-pivot"]),
     boolean(&["no-new-keyring"]),
+    int(&["preserve-fds"]),
+    HELP,
 ];
 
 pub const RUN_FLAGS: &[FlagDef] = &[
     value(&["bundle", "b"]),
     value(&["console-socket"]),
     value(&["pidfd-socket"]),
-    value(&["pid-file"]),
-    value(&["preserve-fds"]),
-    boolean(&["no-pivot"]),
-    boolean(&["no-new-keyring"]),
     boolean(&["detach", "d"]),
     boolean(&["keep"]),
+    value(&["pid-file"]),
     boolean(&["no-subreaper"]),
+    boolean(&["no-pivot"]),
+    boolean(&["no-new-keyring"]),
+    int(&["preserve-fds"]),
+    HELP,
 ];
 
 pub const RESTORE_FLAGS: &[FlagDef] = &[
-    value(&["bundle", "b"]),
     value(&["console-socket"]),
-    value(&["pid-file"]),
     value(&["image-path"]),
     value(&["work-path"]),
-    value(&["parent-path"]),
-    value(&["manage-cgroups-mode"]),
-    value(&["lsm-profile"]),
-    value(&["lsm-mount-context"]),
-    value(&["empty-ns"]),
     boolean(&["tcp-established"]),
-    boolean(&["tcp-skip-in-flight"]),
-    boolean(&["link-remap"]),
     boolean(&["ext-unix-sk"]),
     boolean(&["shell-job"]),
     boolean(&["file-locks"]),
+    value(&["manage-cgroups-mode"]),
+    value(&["bundle", "b"]),
     boolean(&["detach", "d"]),
+    value(&["pid-file"]),
     boolean(&["no-subreaper"]),
     boolean(&["no-pivot"]),
+    slice(&["empty-ns"]),
     boolean(&["auto-dedup"]),
     boolean(&["lazy-pages"]),
+    value(&["lsm-profile"]),
+    value(&["lsm-mount-context"]),
+    HELP,
 ];
 
 pub const EXEC_FLAGS: &[FlagDef] = &[
     value(&["console-socket"]),
     value(&["pidfd-socket"]),
     value(&["cwd"]),
-    value(&["env", "e"]),
-    value(&["process", "p"]),
+    slice(&["env", "e"]),
+    boolean(&["tty", "t"]),
     value(&["user", "u"]),
-    value(&["additional-gids", "g"]),
+    int64_slice(&["additional-gids", "g"]),
+    value(&["process", "p"]),
+    boolean(&["detach", "d"]),
     value(&["pid-file"]),
     value(&["process-label"]),
     value(&["apparmor"]),
-    value(&["cap", "c"]),
-    value(&["preserve-fds"]),
-    value(&["cgroup"]),
-    boolean(&["tty", "t"]),
-    boolean(&["detach", "d"]),
     boolean(&["no-new-privs"]),
+    slice(&["cap", "c"]),
+    int(&["preserve-fds"]),
+    slice(&["cgroup"]),
     boolean(&["ignore-paused"]),
+    HELP,
 ];
 
 pub const UPDATE_FLAGS: &[FlagDef] = &[
     value(&["resources", "r"]),
-    value(&["blkio-weight"]),
+    int(&["blkio-weight"]),
     value(&["cpu-period"]),
     value(&["cpu-quota"]),
+    value(&["cpu-burst"]),
     value(&["cpu-share"]),
     value(&["cpu-rt-period"]),
     value(&["cpu-rt-runtime"]),
     value(&["cpuset-cpus"]),
     value(&["cpuset-mems"]),
-    value(&["cpu-idle"]),
     value(&["kernel-memory"]),
     value(&["kernel-memory-tcp"]),
     value(&["memory"]),
+    value(&["cpu-idle"]),
     value(&["memory-reservation"]),
     value(&["memory-swap"]),
-    value(&["pids-limit"]),
+    int(&["pids-limit"]),
     value(&["l3-cache-schema"]),
     value(&["mem-bw-schema"]),
+    HELP,
 ];
+
+/// runc `start` has no flags of its own.
+pub const START_FLAGS: &[FlagDef] = &[HELP];
 
 /// `vibe-shim policy explain|check` flags (ours, after the verb).
 pub const POLICY_FLAGS: &[FlagDef] = &[value(&["bundle", "b"]), value(&["config"])];
+
+/// The verbs vibe-shim judges: each can start a process or change its
+/// limits. Each is read with [`classify_verb`] and refused if unclassifiable.
+pub const ENFORCED_VERBS: &[&str] = &["create", "run", "restore", "exec", "update", "start"];
+
+/// runc verbs that can neither start a process in a container nor change
+/// its limits: they reach runc unmodified. `help`/`h` is urfave/cli's own.
+/// Every other verb is refused (a future runc verb is judged before it runs).
+pub const PASS_THROUGH_VERBS: &[&str] = &[
+    "checkpoint",
+    "delete",
+    "events",
+    "features",
+    "kill",
+    "list",
+    "pause",
+    "ps",
+    "resume",
+    "spec",
+    "state",
+    "help",
+    "h",
+];
+
+/// The most fds `--preserve-fds` may hand on (the usual RLIMIT_NOFILE soft
+/// limit): socket activation needs a handful, and the number also places
+/// vibe-shim's private memfd above the preserved range.
+pub const MAX_PRESERVE_FDS: i64 = 1024;
+
+/// A verb's flag table and whether urfave/cli reorders its arguments.
+pub fn verb_table(verb: &str) -> Option<(&'static [FlagDef], bool)> {
+    Some(match verb {
+        "create" => (CREATE_FLAGS, true),
+        "run" => (RUN_FLAGS, true),
+        "restore" => (RESTORE_FLAGS, true),
+        "exec" => (EXEC_FLAGS, false),
+        "update" => (UPDATE_FLAGS, true),
+        "start" => (START_FLAGS, true),
+        _ => return None,
+    })
+}
 
 /// The global part of the command line, with `--config` taken out.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,8 +284,14 @@ pub struct Invocation {
     pub root: Option<OsString>,
     pub log: Option<OsString>,
     pub log_format: Option<OsString>,
+    /// `--criu` was given (it picks the binary runc 1.1 runs as root).
+    pub criu: bool,
     /// Index of the verb in `runc_args`.
     pub verb_index: Option<usize>,
+    /// `--help` or `--version`: runc prints and runs no verb.
+    pub no_action: bool,
+    /// Why runc would refuse the global flags (the verb is then unknown).
+    pub error: Option<ArgsError>,
 }
 
 impl Invocation {
@@ -207,80 +317,86 @@ impl Invocation {
     }
 }
 
-/// A flag token split into its name and an inline `=value`.
-fn split_flag(token: &OsStr) -> Option<(&str, Option<&OsStr>)> {
+/// A flag's name and its inline `=value`.
+type FlagParts<'a> = (&'a [u8], Option<&'a OsStr>);
+
+/// A flag token as Go's `flag` splits it: the name and an inline `=value`.
+/// `None` for a non-flag (`-`, `x`) and for `--`.
+fn split_flag(token: &OsStr) -> Option<Result<FlagParts<'_>, ArgsError>> {
     let bytes = token.as_bytes();
     if bytes.len() < 2 || bytes[0] != b'-' || bytes == b"--" {
         return None;
     }
-    let body = bytes.strip_prefix(b"--").unwrap_or_else(|| &bytes[1..]);
-    let (name, value) = match body.iter().position(|&b| b == b'=') {
+    let body = if bytes[1] == b'-' {
+        &bytes[2..]
+    } else {
+        &bytes[1..]
+    };
+    if body.is_empty() || body[0] == b'-' || body[0] == b'=' {
+        return Some(Err(ArgsError::BadSyntax(lossy(token))));
+    }
+    Some(Ok(match body.iter().position(|&b| b == b'=') {
         Some(eq) => (&body[..eq], Some(OsStr::from_bytes(&body[eq + 1..]))),
         None => (body, None),
-    };
-    let name = std::str::from_utf8(name).ok()?;
-    Some((name, value))
+    }))
 }
 
-fn lookup<'a>(table: &'a [FlagDef], name: &str) -> Option<&'a FlagDef> {
-    table.iter().find(|f| f.names.contains(&name))
+fn lossy(value: &OsStr) -> String {
+    value.to_string_lossy().into_owned()
 }
 
-/// Scans the global part of argv: finds the verb, records `--root`, `--log`
-/// and `--log-format`, and removes vibe-shim's `--config`.
-pub fn scan_globals(args: Vec<OsString>) -> Result<Invocation, ArgsError> {
-    let mut inv = Invocation {
-        config: None,
-        runc_args: Vec::with_capacity(args.len()),
-        root: None,
-        log: None,
-        log_format: None,
-        verb_index: None,
-    };
-    let mut tokens = args.into_iter().peekable();
-    while let Some(token) = tokens.next() {
-        if token == "--" {
-            inv.runc_args.push(token);
-            inv.runc_args.extend(tokens.by_ref());
-            break;
-        }
-        let Some((name, inline)) = split_flag(&token) else {
-            inv.verb_index = Some(inv.runc_args.len());
-            inv.runc_args.push(token);
-            inv.runc_args.extend(tokens.by_ref());
-            break;
-        };
-        if name == "config" {
-            let value = match inline {
-                Some(v) => v.to_os_string(),
-                None => tokens.next().ok_or(ArgsError::ConfigWithoutValue)?,
-            };
-            inv.config = Some(PathBuf::from(value));
-            continue;
-        }
-        let name = name.to_string();
-        let inline = inline.map(OsStr::to_os_string);
-        inv.runc_args.push(token);
-        let takes_value = match lookup(GLOBAL_FLAGS, &name) {
-            Some(def) => def.takes_value,
-            // An unknown `--x v`: boolean if a verb follows, else it takes `v`.
-            None => tokens
-                .peek()
-                .is_some_and(|next| !KNOWN_VERBS.contains(&next.to_str().unwrap_or(""))),
-        };
-        let value = match (takes_value, inline) {
-            (_, Some(v)) => Some(v),
-            (true, None) => tokens.next().inspect(|v| inv.runc_args.push(v.clone())),
-            (false, None) => None,
-        };
-        match name.as_str() {
-            "root" => inv.root = value,
-            "log" => inv.log = value,
-            "log-format" => inv.log_format = value,
-            _ => {}
-        }
+fn lookup<'a>(table: &'a [FlagDef], name: &[u8]) -> Option<&'a FlagDef> {
+    table
+        .iter()
+        .find(|f| f.names.iter().any(|n| n.as_bytes() == name))
+}
+
+/// Go's strconv.ParseBool.
+pub fn parse_go_bool(value: &OsStr) -> Option<bool> {
+    match value.as_bytes() {
+        b"1" | b"t" | b"T" | b"true" | b"TRUE" | b"True" => Some(true),
+        b"0" | b"f" | b"F" | b"false" | b"FALSE" | b"False" => Some(false),
+        _ => None,
     }
-    Ok(inv)
+}
+
+/// An `IntFlag` value Go (base 0) and Rust read alike: optional sign and
+/// decimal digits without a leading zero (Go reads `010` as octal).
+pub fn parse_plain_int(value: &OsStr) -> Option<i64> {
+    let text = value.to_str()?;
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    if digits.len() > 1 && digits.starts_with('0') {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Go's strconv.ParseInt(s, 10, 64): the same grammar and range as Rust's.
+pub fn parse_go_int64(value: &OsStr) -> Option<i64> {
+    value.to_str()?.parse().ok()
+}
+
+fn check_value(def: &FlagDef, value: &OsStr) -> Result<(), ArgsError> {
+    let bad = |reason| ArgsError::BadValue {
+        name: def.names[0].to_string(),
+        value: lossy(value),
+        reason,
+    };
+    match def.kind {
+        Kind::Bool if parse_go_bool(value).is_none() => Err(ArgsError::BadBool {
+            name: def.names[0].to_string(),
+            value: lossy(value),
+        }),
+        Kind::Int => {
+            let n = parse_plain_int(value).ok_or_else(|| bad("not a plain decimal integer"))?;
+            if def.names[0] == "preserve-fds" && !(0..=MAX_PRESERVE_FDS).contains(&n) {
+                return Err(bad("outside 0..=1024"));
+            }
+            Ok(())
+        }
+        Kind::Int64Slice if parse_go_int64(value).is_none() => Err(bad("not an integer")),
+        _ => Ok(()),
+    }
 }
 
 /// One element of a verb's arguments.
@@ -301,12 +417,198 @@ pub enum Item {
     },
 }
 
-/// Scans a verb's arguments. Known value flags take the next token whatever
-/// it looks like (as Go's `flag` does); unknown flags are taken as boolean
-/// (runc refuses unknown verb flags anyway). With `stop_at_positional`
-/// (runc `exec`, which does not reorder), everything after the first
-/// positional is positional: it is the process's own argv.
+/// Go's `FlagSet.Parse` over `tokens` (index into the verb's arguments,
+/// token), then urfave/cli's `normalizeFlags`. Flags come out in the order
+/// Go sets them, then the operands in `context.Args()` order.
+fn go_parse(tokens: &[(usize, &OsStr)], table: &[FlagDef]) -> Result<Vec<Item>, ArgsError> {
+    let mut items = Vec::new();
+    let mut written: Vec<&[u8]> = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let (index, token) = tokens[i];
+        if token == "--" {
+            i += 1;
+            break;
+        }
+        let Some(split) = split_flag(token) else {
+            break;
+        };
+        let (name, inline) = split?;
+        i += 1;
+        let def = lookup(table, name)
+            .ok_or_else(|| ArgsError::Unknown(String::from_utf8_lossy(name).into_owned()))?;
+        let (value, value_index) = match (def.kind, inline) {
+            (_, Some(v)) => (Some(v), None),
+            (Kind::Bool, None) => (None, None),
+            (_, None) => match tokens.get(i) {
+                Some(&(vi, v)) => {
+                    i += 1;
+                    (Some(v), Some(vi))
+                }
+                None => return Err(ArgsError::NeedsValue(def.names[0].to_string())),
+            },
+        };
+        if let Some(v) = value {
+            check_value(def, v)?;
+        }
+        written.push(name);
+        items.push(Item::Flag {
+            name: def.names[0].to_string(),
+            value: value.map(OsStr::to_os_string),
+            flag_index: index,
+            value_index,
+        });
+    }
+    for def in table.iter().filter(|d| d.names.len() > 1) {
+        let used: Vec<&&str> = def
+            .names
+            .iter()
+            .filter(|n| written.contains(&n.as_bytes()))
+            .collect();
+        if let [a, b, ..] = used[..] {
+            return Err(ArgsError::TwoForms(a.to_string(), b.to_string()));
+        }
+    }
+    items.extend(tokens[i..].iter().map(|&(index, value)| Item::Positional {
+        index,
+        value: value.to_os_string(),
+    }));
+    Ok(items)
+}
+
+/// Which urfave/cli v1.22 `reorderArgs` to run.
+#[derive(Debug, Clone, Copy)]
+enum Reorder {
+    /// v1.22.0-1 (runc 1.1's pin): every `-x` moves, with one value after it.
+    V1_22_1,
+    /// v1.22.6+ (runc 1.2, 1.3): only the verb's own flags move, with the
+    /// next non-flag (`-` and `--` included) as a possible value.
+    V1_22_6,
+}
+
+/// urfave/cli's `argIsFlag` (v1.22.2+).
+/// `-` and `--` are never flags (`--` strips to an empty name).
+fn arg_is_flag(table: &[FlagDef], arg: &[u8]) -> bool {
+    if arg == b"-" || !arg.starts_with(b"-") {
+        return false;
+    }
+    let mut name = arg.strip_prefix(b"--").unwrap_or(arg);
+    name = name.strip_prefix(b"-").unwrap_or(name);
+    let name = name.split(|&b| b == b'=').next().unwrap_or(name);
+    lookup(table, name).is_some()
+}
+
+fn reorder<'a>(
+    args: &'a [OsString],
+    table: &[FlagDef],
+    version: Reorder,
+) -> Vec<(usize, &'a OsStr)> {
+    let tokens: Vec<(usize, &OsStr)> = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (i, a.as_os_str()))
+        .collect();
+    let mut moved = Vec::new();
+    let mut rest = Vec::new();
+    let mut may_be_value = false;
+    for (pos, &(i, arg)) in tokens.iter().enumerate() {
+        let bytes = arg.as_bytes();
+        let has_eq = bytes.contains(&b'=');
+        match version {
+            Reorder::V1_22_1 => {
+                if bytes == b"--" {
+                    rest.extend_from_slice(&tokens[pos..]);
+                    break;
+                }
+                if may_be_value && !bytes.starts_with(b"-") {
+                    may_be_value = false;
+                    moved.push((i, arg));
+                    continue;
+                }
+                may_be_value = false;
+                if bytes != b"-" && bytes.starts_with(b"-") {
+                    moved.push((i, arg));
+                    may_be_value = !has_eq;
+                } else {
+                    rest.push((i, arg));
+                }
+            }
+            Reorder::V1_22_6 => {
+                if may_be_value && !arg_is_flag(table, bytes) {
+                    may_be_value = false;
+                    moved.push((i, arg));
+                } else if bytes == b"--" {
+                    rest.insert(0, (i, arg));
+                    rest.extend_from_slice(&tokens[pos + 1..]);
+                    break;
+                } else if arg_is_flag(table, bytes) {
+                    moved.push((i, arg));
+                    may_be_value = !has_eq;
+                } else {
+                    rest.push((i, arg));
+                }
+            }
+        }
+    }
+    moved.extend(rest);
+    moved
+}
+
+/// Reads a verb's arguments exactly as runc does (see the module docs), or
+/// says why not. `reorders` is false for `exec` (urfave's `SkipArgReorder`):
+/// there everything after the container id is the process's own argv.
+pub fn classify(
+    args: &[OsString],
+    table: &[FlagDef],
+    reorders: bool,
+) -> Result<Vec<Item>, ArgsError> {
+    if !reorders {
+        let tokens: Vec<(usize, &OsStr)> = args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (i, a.as_os_str()))
+            .collect();
+        return go_parse(&tokens, table);
+    }
+    // A version that refuses is harmless (that runc refuses too); every
+    // version that accepts must read the same, and one must accept.
+    let mut read: Option<Vec<Item>> = None;
+    let mut first_error = None;
+    for version in [Reorder::V1_22_1, Reorder::V1_22_6] {
+        match go_parse(&reorder(args, table, version), table) {
+            Ok(items) => match &read {
+                None => read = Some(items),
+                Some(seen) if *seen == items => {}
+                Some(_) => return Err(ArgsError::VersionsDisagree),
+            },
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match (read, first_error) {
+        (Some(items), _) => Ok(items),
+        (None, Some(e)) => Err(e),
+        (None, None) => Ok(Vec::new()),
+    }
+}
+
+/// [`classify`] for one of runc's enforced verbs.
+pub fn classify_verb(verb: &str, args: &[OsString]) -> Result<Vec<Item>, ArgsError> {
+    match verb_table(verb) {
+        Some((table, reorders)) => classify(args, table, reorders),
+        None => Err(ArgsError::Unknown(verb.to_string())),
+    }
+}
+
+/// A verb's items: the exact reading when there is one (always, for a
+/// command line `main` let through), else a tolerant scan (vibe-shim's own
+/// `policy` verb): known value flags take the next token, unknown flags are
+/// boolean, and with `stop_at_positional` the first operand ends the flags.
 pub fn scan_verb(args: &[OsString], table: &[FlagDef], stop_at_positional: bool) -> Vec<Item> {
+    if let Ok(items) = classify(args, table, !stop_at_positional) {
+        return items;
+    }
     let mut items = Vec::new();
     let mut i = 0;
     let mut only_positional = false;
@@ -317,44 +619,140 @@ pub fn scan_verb(args: &[OsString], table: &[FlagDef], stop_at_positional: bool)
             i += 1;
             continue;
         }
-        let flag = if only_positional {
-            None
-        } else {
-            split_flag(token)
+        let flag = match only_positional {
+            true => None,
+            false => split_flag(token).and_then(Result::ok),
         };
-        match flag {
-            None => {
-                items.push(Item::Positional {
-                    index: i,
-                    value: token.clone(),
-                });
-                if stop_at_positional {
-                    only_positional = true;
-                }
-                i += 1;
-            }
-            Some((name, inline)) => {
-                let def = lookup(table, name);
-                let canonical = def.map_or(name, |d| d.names[0]).to_string();
-                let takes_value = def.is_some_and(|d| d.takes_value);
-                let (value, value_index) = match inline {
-                    Some(v) => (Some(v.to_os_string()), None),
-                    None if takes_value && i + 1 < args.len() => {
-                        (Some(args[i + 1].clone()), Some(i + 1))
-                    }
-                    None => (None, None),
-                };
-                items.push(Item::Flag {
-                    name: canonical,
-                    value,
-                    flag_index: i,
-                    value_index,
-                });
-                i += if value_index.is_some() { 2 } else { 1 };
-            }
-        }
+        let Some((name, inline)) = flag else {
+            items.push(Item::Positional {
+                index: i,
+                value: token.clone(),
+            });
+            only_positional |= stop_at_positional;
+            i += 1;
+            continue;
+        };
+        let def = lookup(table, name);
+        let canonical = def.map_or_else(
+            || String::from_utf8_lossy(name).into_owned(),
+            |d| d.names[0].to_string(),
+        );
+        let takes_value = def.is_some_and(FlagDef::takes_value);
+        let (value, value_index) = match inline {
+            Some(v) => (Some(v.to_os_string()), None),
+            None if takes_value && i + 1 < args.len() => (Some(args[i + 1].clone()), Some(i + 1)),
+            None => (None, None),
+        };
+        items.push(Item::Flag {
+            name: canonical,
+            value,
+            flag_index: i,
+            value_index,
+        });
+        i += if value_index.is_some() { 2 } else { 1 };
     }
     items
+}
+
+/// Scans the global part of argv as Go's `flag` does: finds the verb,
+/// records `--root`, `--log`, `--log-format`, `--help`/`--version`, and
+/// removes vibe-shim's own `--config`. A flag runc would refuse stops the
+/// scan and is kept in [`Invocation::error`]; the verb is then unknown.
+pub fn scan_globals(args: Vec<OsString>) -> Result<Invocation, ArgsError> {
+    let mut inv = Invocation {
+        config: None,
+        runc_args: Vec::with_capacity(args.len()),
+        root: None,
+        log: None,
+        log_format: None,
+        criu: false,
+        verb_index: None,
+        no_action: false,
+        error: None,
+    };
+    let mut written: Vec<String> = Vec::new();
+    let mut help = false;
+    let mut version = false;
+    let mut tokens = args.into_iter();
+    while let Some(token) = tokens.next() {
+        if token == "--" {
+            inv.runc_args.push(token);
+            if tokens.len() > 0 {
+                inv.verb_index = Some(inv.runc_args.len());
+            }
+            inv.runc_args.extend(tokens.by_ref());
+            break;
+        }
+        let (name, inline) = match split_flag(&token) {
+            None => {
+                inv.verb_index = Some(inv.runc_args.len());
+                inv.runc_args.push(token);
+                inv.runc_args.extend(tokens.by_ref());
+                break;
+            }
+            Some(Err(e)) => {
+                inv.error = Some(e);
+                inv.runc_args.push(token);
+                inv.runc_args.extend(tokens.by_ref());
+                break;
+            }
+            Some(Ok((name, inline))) => (name.to_vec(), inline.map(OsStr::to_os_string)),
+        };
+        if name == b"config" {
+            let value = match inline {
+                Some(v) => v,
+                None => tokens.next().ok_or(ArgsError::ConfigWithoutValue)?,
+            };
+            if inv.config.replace(PathBuf::from(value)).is_some() {
+                return Err(ArgsError::ConfigTwice);
+            }
+            continue;
+        }
+        let Some(def) = lookup(GLOBAL_FLAGS, &name) else {
+            inv.error = Some(ArgsError::Unknown(String::from_utf8_lossy(&name).into()));
+            inv.runc_args.push(token);
+            inv.runc_args.extend(tokens.by_ref());
+            break;
+        };
+        inv.runc_args.push(token);
+        let value = match (def.kind, inline) {
+            (_, Some(v)) => Some(v),
+            (Kind::Bool, None) => None,
+            (_, None) => tokens.next().inspect(|v| inv.runc_args.push(v.clone())),
+        };
+        let checked = match &value {
+            Some(v) => check_value(def, v),
+            None if def.takes_value() => Err(ArgsError::NeedsValue(def.names[0].into())),
+            None => Ok(()),
+        };
+        if let Err(e) = checked {
+            inv.error = Some(e);
+            inv.runc_args.extend(tokens.by_ref());
+            break;
+        }
+        written.push(String::from_utf8_lossy(&name).into_owned());
+        let on = || {
+            value
+                .as_deref()
+                .is_none_or(|v| parse_go_bool(v) == Some(true))
+        };
+        match def.names[0] {
+            "root" => inv.root = value.clone(),
+            "log" => inv.log = value.clone(),
+            "log-format" => inv.log_format = value.clone(),
+            "criu" => inv.criu = true,
+            "help" => help = on(),
+            "version" => version = on(),
+            _ => {}
+        }
+    }
+    inv.no_action = help || version;
+    for pair in [["help", "h"], ["version", "v"]] {
+        if pair.iter().all(|n| written.iter().any(|w| w == n)) && inv.error.is_none() {
+            inv.error = Some(ArgsError::TwoForms(pair[0].into(), pair[1].into()));
+        }
+    }
+    Ok(inv)
 }
 
 /// The value of the last occurrence of a flag (Go's `flag` keeps the last).
@@ -365,12 +763,44 @@ pub fn flag_value<'a>(items: &'a [Item], wanted: &str) -> Option<&'a OsString> {
     })
 }
 
-/// The first positional argument (the container id for most verbs).
-pub fn first_positional(items: &[Item]) -> Option<&OsString> {
-    items.iter().find_map(|item| match item {
-        Item::Positional { value, .. } => Some(value),
+/// Every value of a slice flag, in order (`--env A --env B`).
+pub fn flag_values<'a>(items: &'a [Item], wanted: &str) -> Vec<&'a OsString> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Flag { name, value, .. } if name == wanted => value.as_ref(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A bool flag as urfave/cli reads it: `None` if not given (`IsSet` false),
+/// else the last occurrence (`--f` is true, `--f=false` false).
+pub fn flag_bool(items: &[Item], wanted: &str) -> Option<bool> {
+    items.iter().rev().find_map(|item| match item {
+        Item::Flag { name, value, .. } if name == wanted => Some(
+            value
+                .as_deref()
+                .is_none_or(|v| parse_go_bool(v) == Some(true)),
+        ),
         _ => None,
     })
+}
+
+/// The operands (`context.Args()`), in runc's order.
+pub fn positionals(items: &[Item]) -> Vec<&OsString> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Positional { value, .. } => Some(value),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The first positional argument (the container id for most verbs).
+pub fn first_positional(items: &[Item]) -> Option<&OsString> {
+    positionals(items).first().copied()
 }
 
 /// Edits to a verb's argument list, applied in one pass so indexes stay valid.
@@ -560,14 +990,208 @@ mod tests {
     }
 
     #[test]
-    fn unknown_globals_guess_by_next_token() {
-        let inv = scan_globals(os(&["--new-bool", "start", "c"])).unwrap();
-        assert_eq!(inv.verb(), "start");
-        let inv = scan_globals(os(&["--new-value", "v", "delete", "c"])).unwrap();
-        assert_eq!(inv.verb(), "delete");
-        let inv = scan_globals(os(&["--x=v", "--rootless", "auto", "list"])).unwrap();
-        assert_eq!(inv.verb(), "list");
+    fn unknown_globals_are_an_error_and_hide_the_verb() {
+        // The bypass: a future flag with a value would make `create` the verb.
+        let inv = scan_globals(os(&["--future-flag", "v", "create", "c"])).unwrap();
+        assert_eq!(inv.error, Some(ArgsError::Unknown("future-flag".into())));
+        assert_eq!(inv.verb_index, None);
         assert_eq!(inv.runc_args.len(), 4);
+        let inv = scan_globals(os(&["--x=v", "--rootless", "auto", "list"])).unwrap();
+        assert!(inv.error.is_some());
+        // Bool globals take no separate value: `false` is the verb.
+        let inv = scan_globals(os(&["--debug", "false", "create", "c"])).unwrap();
+        assert_eq!(inv.verb(), "false");
+        let inv = scan_globals(os(&["--debug=maybe", "create", "c"])).unwrap();
+        assert!(matches!(inv.error, Some(ArgsError::BadBool { .. })));
+        for bad in [
+            &["---root", "/r", "create"][..],
+            &["-=x", "create"],
+            &["--root"],
+        ] {
+            assert!(scan_globals(os(bad)).unwrap().error.is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn double_dash_before_the_verb_is_go_flags_terminator() {
+        let inv =
+            scan_globals(os(&["--root", "/r", "--", "create", "--bundle", "b", "c"])).unwrap();
+        assert_eq!(inv.error, None);
+        assert_eq!(inv.verb(), "create");
+        assert_eq!(strs(inv.verb_args()), ["--bundle", "b", "c"]);
+        assert_eq!(strs(&inv.runc_args)[2], "--");
+        // `--root --` : the `--` is root's value, not a terminator.
+        let inv = scan_globals(os(&["--root", "--", "exec", "c", "sh"])).unwrap();
+        assert_eq!(inv.root.as_deref(), Some(OsStr::new("--")));
+        assert_eq!(inv.verb(), "exec");
+        let inv = scan_globals(os(&["--"])).unwrap();
+        assert_eq!(inv.verb_index, None);
+    }
+
+    #[test]
+    fn help_and_version_run_nothing_unless_false() {
+        let inv = scan_globals(os(&["--help", "create", "c"])).unwrap();
+        assert!(inv.no_action);
+        let inv = scan_globals(os(&["-h=false", "-v=0", "create", "c"])).unwrap();
+        assert!(!inv.no_action);
+        assert_eq!(inv.verb(), "create");
+        let inv = scan_globals(os(&["--version", "--version=false", "create"])).unwrap();
+        assert!(!inv.no_action);
+        let inv = scan_globals(os(&["-h", "--help", "create"])).unwrap();
+        assert_eq!(
+            inv.error,
+            Some(ArgsError::TwoForms("help".into(), "h".into()))
+        );
+        assert_eq!(
+            scan_globals(os(&["--config", "/a", "--config=/b", "state"])),
+            Err(ArgsError::ConfigTwice)
+        );
+    }
+
+    /// (flag name, value) pairs and the operands.
+    type Reading = (Vec<(String, Option<String>)>, Vec<String>);
+
+    fn classified(verb: &str, args: &[&str]) -> Result<Reading, ArgsError> {
+        let items = classify_verb(verb, &os(args))?;
+        let flags = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Flag { name, value, .. } => {
+                    Some((name.clone(), value.as_ref().map(|v| lossy(v))))
+                }
+                _ => None,
+            })
+            .collect();
+        let ops = positionals(&items).iter().map(|v| lossy(v)).collect();
+        Ok((flags, ops))
+    }
+
+    #[test]
+    fn unknown_verb_flags_are_refused_not_guessed() {
+        // Today's runc refuses this; the next one might give the flag a value.
+        let err = classify_verb(
+            "exec",
+            &os(&[
+                "--future-flag",
+                "v",
+                "-e",
+                "GITHUB_TOKEN=x",
+                "--cap",
+                "CAP_SYS_ADMIN",
+                "c",
+                "sh",
+            ]),
+        )
+        .unwrap_err();
+        assert_eq!(err, ArgsError::Unknown("future-flag".into()));
+        assert!(classify_verb("create", &os(&["--future=1", "c"])).is_err());
+        // After the operand, urfave/cli v1.22.6+ leaves an unknown flag an
+        // operand (v1.22.1 fails on it): two operands, which `main` refuses.
+        let (_, ops) = classified("create", &["c", "--future=1"]).unwrap();
+        assert_eq!(ops, ["c", "--future=1"]);
+        // After exec's container id everything is the command, flags or not.
+        let (flags, ops) = classified("exec", &["-t", "c", "sh", "--future-flag", "-e"]).unwrap();
+        assert_eq!(flags, [("tty".to_string(), None)]);
+        assert_eq!(ops, ["c", "sh", "--future-flag", "-e"]);
+    }
+
+    #[test]
+    fn bool_values_ints_and_two_forms() {
+        let (flags, _) = classified("exec", &["-t=false", "--no-new-privs=0", "c", "x"]).unwrap();
+        assert_eq!(flags[0], ("tty".into(), Some("false".into())));
+        let items = classify_verb(
+            "exec",
+            &os(&["-t=false", "--no-new-privs=0", "-d", "c", "x"]),
+        )
+        .unwrap();
+        assert_eq!(flag_bool(&items, "tty"), Some(false));
+        assert_eq!(flag_bool(&items, "no-new-privs"), Some(false));
+        assert_eq!(flag_bool(&items, "detach"), Some(true));
+        assert_eq!(flag_bool(&items, "ignore-paused"), None);
+        assert!(classify_verb("exec", &os(&["-t=yes", "c", "x"])).is_err());
+        // Go reads 010 as octal and 0x10 as hex: only plain decimal passes.
+        for bad in ["010", "0x10", "1_0", "", " 5"] {
+            assert!(
+                classify_verb("update", &os(&["--pids-limit", bad, "c"])).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(classify_verb("update", &os(&["--pids-limit", "-1", "c"])).is_ok());
+        assert!(classify_verb("exec", &os(&["--preserve-fds", "1025", "c", "x"])).is_err());
+        assert!(classify_verb("exec", &os(&["--preserve-fds=-1", "c", "x"])).is_err());
+        assert!(classify_verb("exec", &os(&["--preserve-fds", "3", "c", "x"])).is_ok());
+        assert!(classify_verb("exec", &os(&["-g", "x", "c", "x"])).is_err());
+        assert_eq!(
+            classify_verb("exec", &os(&["--process", "/a", "-p", "/b", "c"])),
+            Err(ArgsError::TwoForms("process".into(), "p".into()))
+        );
+        let items = classify_verb("exec", &os(&["-p", "/a", "-p", "/b", "c"])).unwrap();
+        assert_eq!(flag_value(&items, "process").unwrap(), "/b");
+        assert!(classify_verb("exec", &os(&["c", "x"])).is_ok());
+        assert_eq!(
+            classify_verb("create", &os(&["--bundle"])),
+            Err(ArgsError::NeedsValue("bundle".into()))
+        );
+    }
+
+    #[test]
+    fn reordering_verbs_read_flags_after_the_id() {
+        // urfave/cli moves flags after the operand to the front.
+        let (flags, ops) = classified("update", &["c", "--pids-limit", "-1"]).unwrap();
+        assert_eq!(flags, [("pids-limit".to_string(), Some("-1".to_string()))]);
+        assert_eq!(ops, ["c"]);
+        // A trailing value flag takes the first operand as its value.
+        let (flags, ops) = classified("create", &["a", "b", "--pid-file"]).unwrap();
+        assert_eq!(flags, [("pid-file".to_string(), Some("a".to_string()))]);
+        assert_eq!(ops, ["b"]);
+        // A bool followed by a word: the word is an operand and ends the flags.
+        let (flags, ops) = classified("create", &["--no-pivot", "c", "--bundle", "/x"]).unwrap();
+        assert_eq!(flags, [("no-pivot".to_string(), None)]);
+        assert_eq!(ops, ["c", "--bundle", "/x"]);
+        // `--` ends the flags (and is a value right after a value flag).
+        let (flags, ops) = classified("create", &["--", "-weird"]).unwrap();
+        assert!(flags.is_empty());
+        assert_eq!(ops, ["-weird"]);
+        let (flags, ops) = classified("create", &["--pid-file", "--", "c"]).unwrap();
+        assert_eq!(flags, [("pid-file".to_string(), Some("--".to_string()))]);
+        assert_eq!(ops, ["c"]);
+    }
+
+    #[test]
+    fn urfave_versions_that_accept_must_agree() {
+        let run = |args: &[OsString], v| go_parse(&reorder(args, CREATE_FLAGS, v), CREATE_FLAGS);
+        // containerd's own update line reads the same in both.
+        let (flags, ops) = classified("update", &["--resources", "-", "c"]).unwrap();
+        assert_eq!(flags, [("resources".to_string(), Some("-".to_string()))]);
+        assert_eq!(ops, ["c"]);
+        let (flags, ops) = classified("create", &["c", "--pid-file", "-q"]).unwrap();
+        assert_eq!(flags, [("pid-file".to_string(), Some("-q".to_string()))]);
+        assert_eq!(ops, ["c"]);
+        // v1.22.1 stops at `--`, so `c` is --pid-file's value and `x` the
+        // id; v1.22.6+ takes `--` as the value: two ids. Disagreement.
+        let args = os(&["c", "--pid-file", "--", "x"]);
+        assert_ne!(
+            run(&args, Reorder::V1_22_1).unwrap(),
+            run(&args, Reorder::V1_22_6).unwrap()
+        );
+        assert_eq!(
+            classify_verb("create", &args),
+            Err(ArgsError::VersionsDisagree)
+        );
+        // v1.22.1 moves every dash-token (then fails on it); v1.22.6+ keeps
+        // an unknown one an operand.
+        let args = os(&["c", "-x"]);
+        assert!(run(&args, Reorder::V1_22_1).is_err());
+        assert!(run(&args, Reorder::V1_22_6).is_ok());
+    }
+
+    #[test]
+    fn help_after_the_verb_is_a_flag() {
+        let items = classify_verb("create", &os(&["c", "--help"])).unwrap();
+        assert_eq!(flag_bool(&items, "help"), Some(true));
+        let items = classify_verb("start", &os(&["c"])).unwrap();
+        assert_eq!(first_positional(&items).unwrap(), "c");
+        assert!(classify_verb("start", &os(&["--detach", "c"])).is_err());
     }
 
     #[test]
@@ -737,6 +1361,11 @@ mod tests {
                 Some(OsStr::new("/run/vs-dev/exec/runtime-runc/moby"))
             );
             assert!(inv.log_is_json());
+        }
+        for line in &lines[3..] {
+            let inv = scan_globals(os(&line.split(' ').collect::<Vec<_>>())).unwrap();
+            assert_eq!(inv.error, None);
+            assert!(classify_verb(inv.verb(), inv.verb_args()).is_ok(), "{line}");
         }
         let argv = os(&lines[4].split(' ').collect::<Vec<_>>());
         let inv = scan_globals(argv).unwrap();

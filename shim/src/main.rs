@@ -1,7 +1,8 @@
 //! vibe-shim: a runc-compatible wrapper. It enforces the administrator's
 //! policy on create/run/restore/exec/update/start, then execs the real runc
 //! with every other argument byte for byte, so runc keeps our pid, fds,
-//! stdio and exit code. Every other verb passes straight through.
+//! stdio and exit code. The verbs in `args::PASS_THROUGH_VERBS` pass
+//! straight through; any other verb is refused.
 
 mod args;
 mod audit;
@@ -21,12 +22,10 @@ use std::path::{Path, PathBuf};
 use vibe_policy::config::DEFAULT_CONFIG_PATH;
 use vibe_policy::Denial;
 
-use crate::args::Invocation;
+use crate::args::{Invocation, ENFORCED_VERBS, PASS_THROUGH_VERBS};
 use crate::audit::AuditRecord;
 use crate::host::RealHost;
 use crate::verbs::{Ctx, Outcome};
-
-const ENFORCED_VERBS: &[&str] = &["create", "run", "restore", "exec", "update", "start"];
 
 fn main() {
     std::process::exit(run());
@@ -56,13 +55,99 @@ fn run() -> i32 {
             &Denial::new("runtime", "runc", "vibe-shim", e.to_string()),
         );
     }
-    if verb == "delete" {
-        verbs::delete::cleanup(inv.root.as_deref(), inv.verb_args());
+    match check_argv(&inv, &verb) {
+        Ok(Route::PassThrough) => {
+            if verb == "delete" && !inv.no_action {
+                verbs::delete::cleanup(inv.root.as_deref(), inv.verb_args());
+            }
+            pass_through(&inv, &config_path)
+        }
+        Ok(Route::Enforce) => enforce(&inv, &verb, config_path),
+        Err(denial) => fail(&inv, &denial),
     }
-    if !ENFORCED_VERBS.contains(&verb.as_str()) {
-        return pass_through(&inv, &config_path);
+}
+
+/// Where a command line goes once its argv is classified.
+#[derive(Debug, PartialEq)]
+enum Route {
+    PassThrough,
+    Enforce,
+}
+
+fn argv_denial(value: String, reason: String) -> Denial {
+    Denial::new("argv", "argv", value, reason)
+}
+
+/// Classifies argv as runc will read it: enforced verbs are judged, verbs
+/// that can neither start a process nor change its limits (and calls where
+/// runc runs no verb: `--help`, `--version`, none) pass through, anything
+/// else, or anything runc's parser could read another way, is refused.
+fn check_argv(inv: &Invocation, verb: &str) -> Result<Route, Denial> {
+    // The verb, not the whole argv: argv may carry secrets (`-e TOKEN=…`).
+    let joined = || verb_lossy(inv);
+    if let Some(e) = &inv.error {
+        // runc 1.1-1.3 refuse this too; a later runc might read the flag
+        // as taking a value and reach a verb this scan cannot see.
+        let hides_verb = inv
+            .runc_args
+            .iter()
+            .any(|a| a.to_str().is_some_and(|a| ENFORCED_VERBS.contains(&a)));
+        return match hides_verb {
+            false => Ok(Route::PassThrough),
+            true => Err(argv_denial(
+                "global flags".into(),
+                format!("{e}; refused before an enforced verb"),
+            )),
+        };
     }
-    enforce(&inv, &verb, config_path)
+    if inv.criu && matches!(verb, "checkpoint" | "restore") {
+        return Err(argv_denial(
+            format!("--criu {verb}"),
+            "--criu picks the binary runc 1.1 runs as root; not allowed".into(),
+        ));
+    }
+    if inv.no_action || inv.verb_index.is_none() || PASS_THROUGH_VERBS.contains(&verb) {
+        return Ok(Route::PassThrough);
+    }
+    if !ENFORCED_VERBS.contains(&verb) {
+        return Err(argv_denial(
+            verb_lossy(inv),
+            "unknown verb: vibe-shim passes through only verbs that can neither start a process nor change its limits".into(),
+        ));
+    }
+    let items = args::classify_verb(verb, inv.verb_args())
+        .map_err(|e| argv_denial(joined(), format!("{verb}: {e}")))?;
+    if args::flag_bool(&items, "help") == Some(true) {
+        // runc prints the verb's help and runs nothing.
+        return Ok(Route::PassThrough);
+    }
+    let operands = args::positionals(&items).len();
+    let has_process = args::flag_value(&items, "process").is_some_and(|p| !p.is_empty());
+    let wanted = match verb {
+        "exec" if has_process => (1, usize::MAX),
+        "exec" => (2, usize::MAX),
+        _ => (1, 1),
+    };
+    if operands < wanted.0 || operands > wanted.1 {
+        return Err(argv_denial(
+            joined(),
+            format!(
+                "{verb}: expected a container id{} ({operands} operands given)",
+                match verb {
+                    "exec" if !has_process => " and a command",
+                    _ => "",
+                }
+            ),
+        ));
+    }
+    Ok(Route::Enforce)
+}
+
+fn verb_lossy(inv: &Invocation) -> String {
+    inv.verb_index
+        .and_then(|i| inv.runc_args.get(i))
+        .map(|v| v.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Reports a refusal on stderr and in the `--log` file; the exit code is 1.
@@ -138,6 +223,7 @@ fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
     };
     let args = inv.verb_args();
     let outcome: Outcome = match verb {
+        "restore" if !ctx.policy.runtime.allow_restore => restore_refused(args),
         "exec" => verbs::exec::prepare(&ctx, args),
         "update" => verbs::update::prepare(&ctx, args),
         "start" => verbs::start::prepare(&ctx, args),
@@ -169,12 +255,44 @@ fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
                 );
                 return fail(inv, &denial);
             }
+            // What runc gets must read as what was judged: same verb, same id.
+            let same_id = args::classify_verb(verb, &new_args).is_ok_and(|items| {
+                args::first_positional(&items).map(|id| id.to_string_lossy().into_owned())
+                    == Some(outcome.container_id.clone())
+            });
+            if !same_id {
+                let denial = argv_denial(
+                    verb.to_string(),
+                    "internal: the rewritten arguments do not read as the judged ones".into(),
+                );
+                return fail(inv, &denial);
+            }
             let verb_end = inv.verb_index.map_or(0, |i| i + 1);
             let mut runc_args = inv.runc_args[..verb_end].to_vec();
             runc_args.extend(new_args);
             exec_runc(inv, &ctx.runtime, runc_args)
         }
     }
+}
+
+/// `restore` without `[runtime] allow_restore`: the restored process takes
+/// its credentials, capabilities and seccomp from the checkpoint image.
+fn restore_refused(args: &[OsString]) -> Outcome {
+    let id = args::classify_verb("restore", args)
+        .ok()
+        .and_then(|items| {
+            args::first_positional(&items).map(|id| id.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    Outcome::refused(
+        id,
+        Denial::new(
+            "restore",
+            "[runtime] allow_restore",
+            "false",
+            "a restored process takes its credentials, capabilities and seccomp from the checkpoint image, which vibe-shim cannot judge",
+        ),
+    )
 }
 
 /// Replaces this process with runc. Returns only if the exec failed.
@@ -236,5 +354,52 @@ fn run_policy_cmd(config_path: &Path, inv: &Invocation) -> i32 {
             eprintln!("vibe-shim: {e}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(argv: &[&str]) -> Result<Route, String> {
+        let inv = args::scan_globals(argv.iter().map(OsString::from).collect()).unwrap();
+        check_argv(&inv, inv.verb()).map_err(|d| d.to_string())
+    }
+
+    #[test]
+    fn verbs_are_routed_and_unclassifiable_argv_refused() {
+        assert_eq!(
+            route(&["--root", "/r", "state", "c"]),
+            Ok(Route::PassThrough)
+        );
+        assert_eq!(route(&["--version"]), Ok(Route::PassThrough));
+        assert_eq!(route(&[]), Ok(Route::PassThrough));
+        assert_eq!(route(&["--help", "create", "c"]), Ok(Route::PassThrough));
+        assert_eq!(route(&["create", "--help", "c"]), Ok(Route::PassThrough));
+        assert_eq!(route(&["--", "create", "c"]), Ok(Route::Enforce));
+        assert_eq!(route(&["exec", "-p", "/f", "c"]), Ok(Route::Enforce));
+        assert_eq!(route(&["exec", "c", "sh"]), Ok(Route::Enforce));
+        // A future verb, or one runc runs no action for, is not passed blind.
+        assert!(route(&["init"]).unwrap_err().contains("unknown verb"));
+        assert!(route(&["--debug", "false", "create", "c"]).is_err());
+        // An unknown global flag: harmless unless an enforced verb follows.
+        assert_eq!(
+            route(&["--future", "v", "state", "c"]),
+            Ok(Route::PassThrough)
+        );
+        let err = route(&["--future", "v", "create", "c"]).unwrap_err();
+        assert!(err.contains("future"), "{err}");
+        // Operand counts as runc checks them.
+        assert!(route(&["exec", "c"]).unwrap_err().contains("and a command"));
+        assert!(route(&["create", "a", "b"]).is_err());
+        assert!(route(&["update", "--pids-limit", "010", "c"]).is_err());
+        assert!(route(&["--criu", "/x", "checkpoint", "c"]).is_err());
+        assert_eq!(
+            route(&["--criu", "/x", "kill", "c"]),
+            Ok(Route::PassThrough)
+        );
+        // The refusal does not echo argv (an -e value may be a secret).
+        let err = route(&["exec", "-e", "T=secret", "--nope", "c", "x"]).unwrap_err();
+        assert!(!err.contains("secret"), "{err}");
     }
 }

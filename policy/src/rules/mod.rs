@@ -10,6 +10,7 @@ pub mod devices;
 pub mod env;
 pub mod home;
 pub mod kernel_mounts;
+pub mod lsm;
 pub mod masked_paths;
 pub mod namespaces;
 pub mod network_hook;

@@ -8,13 +8,13 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::args::{first_positional, scan_verb, FlagDef};
+use crate::args::{first_positional, scan_verb, FlagDef, Kind};
 use crate::state_dir;
 
 /// runc's `delete` flags.
 const DELETE_FLAGS: &[FlagDef] = &[FlagDef {
     names: &["force", "f"],
-    takes_value: false,
+    kind: Kind::Bool,
 }];
 
 /// Removes the container's private directory when runc's delete will

@@ -1,0 +1,355 @@
+//! runc's command line as an attacker writes it, through vibe-shim and the
+//! real runc: `--` before the verb, an unknown flag with a value, an exec
+//! built from a bundle rewritten after create, and restore. The posture is
+//! judged from inside the container. Needs root and runc.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use vibe_shim_tests::bundle::{
+    describe, runc_bin, shim_bin, status_field, Bundle, CALL_TIMEOUT_SECS,
+};
+
+/// What a container reports about itself: its status and the secret.
+const REPORT: &str = "cat /proc/self/status; echo \"TOKEN=[$GITHUB_TOKEN]\"";
+const SECRET: &str = "ghp_argv_secret";
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A spec asking for what the policy forbids: capabilities, root, no
+/// no-new-privileges, and a secret in the environment.
+fn greedy(process: &mut Value) {
+    let caps = json!([
+        "CAP_SYS_ADMIN",
+        "CAP_NET_ADMIN",
+        "CAP_DAC_OVERRIDE",
+        "CAP_KILL"
+    ]);
+    process["capabilities"] = json!({
+        "bounding": caps, "effective": caps, "permitted": caps, "inheritable": caps, "ambient": caps
+    });
+    process["user"] = json!({"uid": 0, "gid": 0});
+    process["noNewPrivileges"] = json!(false);
+    process["env"] = json!(["PATH=/bin", format!("GITHUB_TOKEN={SECRET}")]);
+}
+
+fn assert_confined(report: &str) {
+    for key in ["CapEff", "CapBnd", "CapPrm", "CapAmb"] {
+        assert_eq!(
+            status_field(report, key),
+            Some("0000000000000000"),
+            "{key} in\n{report}"
+        );
+    }
+    assert_eq!(status_field(report, "NoNewPrivs"), Some("1"), "{report}");
+    assert!(report.contains("TOKEN=[]"), "secret env leaked:\n{report}");
+}
+
+/// vibe-shim with the bundle's policy, root and log, then `args` as given.
+/// stdio go to files (init.out, init.err): a created container's init holds
+/// them open, so a pipe would never reach EOF.
+fn shim_raw(bundle: &Bundle, args: &[&str]) -> Output {
+    let out_path = bundle.dir.path().join("init.out");
+    let err_path = bundle.dir.path().join("init.err");
+    let status = Command::new("timeout")
+        .arg(CALL_TIMEOUT_SECS)
+        .arg(shim_bin())
+        .arg("--config")
+        .arg(bundle.policy_path())
+        .arg("--root")
+        .arg(bundle.root_dir())
+        .arg("--log")
+        .arg(bundle.log_path())
+        .arg("--log-format")
+        .arg("json")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out_path).expect("init.out"))
+        .stderr(fs::File::create(&err_path).expect("init.err"))
+        .status()
+        .expect("run vibe-shim");
+    Output {
+        status,
+        stdout: fs::read(out_path).unwrap_or_default(),
+        stderr: fs::read(err_path).unwrap_or_default(),
+    }
+}
+
+/// The refusal must come from vibe-shim (stderr and the --log file).
+fn assert_refused_by_shim(bundle: &Bundle, out: &Output, needle: &str) {
+    assert!(!out.status.success(), "must be refused: {}", describe(out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("vibe-shim") && stderr.contains(needle),
+        "want a vibe-shim refusal naming {needle:?}: {}",
+        describe(out)
+    );
+    let line = bundle.last_log_line().expect("a --log line");
+    let msg = line["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("vibe-shim: ") && msg.contains(needle),
+        "{line}"
+    );
+}
+
+/// Waits until the container's init has written its report and exited.
+fn init_report(bundle: &Bundle) -> String {
+    let path = bundle.dir.path().join("init.out");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let report = fs::read_to_string(&path).unwrap_or_default();
+        if report.contains("TOKEN=[") || Instant::now() > deadline {
+            return report;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// vibe-shim's per-container directory (`state_dir::container_dir`): the
+/// runc root escaped into one component, then the id.
+fn state_dir(root: &Path, id: &str) -> PathBuf {
+    let mut escaped = String::new();
+    for &b in root.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            escaped.push(b as char);
+        } else {
+            escaped.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Path::new("/run/vibe-shim/containers")
+        .join(escaped)
+        .join(id)
+}
+
+/// Removes the runc root's state directory when the test ends.
+struct StateDirGuard(PathBuf);
+
+impl Drop for StateDirGuard {
+    fn drop(&mut self) {
+        if let Some(root_dir) = self.0.parent() {
+            let _ = fs::remove_dir_all(root_dir);
+        }
+    }
+}
+
+/// Until create keeps the judged spec itself, put it where exec reads it:
+/// create rewrote the bundle's config.json in place, so that is the judged one.
+fn ensure_judged_spec(bundle: &Bundle) -> StateDirGuard {
+    let dir = state_dir(&bundle.root_dir(), &bundle.id);
+    let judged = dir.join("config.json");
+    if !judged.exists() {
+        fs::create_dir_all(&dir).expect("state dir");
+        fs::copy(bundle.bundle_dir().join("config.json"), &judged).expect("judged spec");
+    }
+    StateDirGuard(dir)
+}
+
+#[test]
+#[ignore = "needs root and runc"]
+fn double_dash_before_the_verb_is_still_judged() {
+    let bundle = Bundle::busybox("dashdash", &["sh", "-c", REPORT], "");
+    let mut spec = bundle.spec();
+    greedy(&mut spec["process"]);
+    bundle.write_spec(&spec);
+    let bundle_dir = bundle.bundle_dir();
+    let out = shim_raw(
+        &bundle,
+        &[
+            "--",
+            "create",
+            "--bundle",
+            bundle_dir.to_str().unwrap(),
+            &bundle.id,
+        ],
+    );
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let out = bundle.shim(&["start", &bundle.id], b"");
+    assert!(out.status.success(), "start: {}", describe(&out));
+    assert_confined(&init_report(&bundle));
+    // And the audit log saw a create.
+    assert!(
+        bundle.audit_lines().iter().any(|l| l["verb"] == "create"),
+        "{:?}",
+        bundle.audit_lines()
+    );
+}
+
+#[test]
+#[ignore = "needs root and runc"]
+fn unknown_flags_are_refused_even_if_a_future_runc_takes_a_value() {
+    // A runc that knows `--future-flag V` (this one drops it): without a
+    // refusal, `-e` and `--cap` after it would reach runc unjudged.
+    let bundle = Bundle::busybox("future", &["sleep", "300"], "");
+    let future_runc = bundle.dir.path().join("future-runc");
+    fs::write(
+        &future_runc,
+        format!(
+            "#!/bin/sh\nfor a; do shift; case \"$a\" in --future-flag) skip=1;; *) if [ -n \"$skip\" ]; then skip=; else set -- \"$@\" \"$a\"; fi;; esac; done\nexec {} \"$@\"\n",
+            Command::new("sh")
+                .args(["-c", &format!("command -v {}", runc_bin().display())])
+                .output()
+                .map(|o| text(&o.stdout).trim().to_string())
+                .unwrap()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("755")
+        .arg(&future_runc)
+        .status()
+        .unwrap();
+    fs::write(
+        bundle.policy_path(),
+        format!(
+            "[runtime]\npath = \"{}\"\n[audit]\npath = \"{}\"\n",
+            future_runc.display(),
+            bundle.audit_path().display()
+        ),
+    )
+    .unwrap();
+    let out = bundle.create();
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let _judged = ensure_judged_spec(&bundle);
+    let out = bundle.shim(&["start", &bundle.id], b"");
+    assert!(out.status.success(), "start: {}", describe(&out));
+
+    let out = bundle.shim(
+        &[
+            "exec",
+            "--future-flag",
+            "v",
+            "-e",
+            &format!("GITHUB_TOKEN={SECRET}"),
+            "--cap",
+            "CAP_SYS_ADMIN",
+            &bundle.id,
+            "sh",
+            "-c",
+            REPORT,
+        ],
+        b"",
+    );
+    assert_refused_by_shim(&bundle, &out, "future-flag");
+    assert!(!text(&out.stdout).contains(SECRET), "{}", describe(&out));
+
+    // The same before the verb.
+    let out = bundle.shim(&["--future-flag", "v", "exec", &bundle.id, "true"], b"");
+    assert_refused_by_shim(&bundle, &out, "future-flag");
+}
+
+#[test]
+#[ignore = "needs root and runc"]
+fn exec_without_process_ignores_a_rewritten_bundle() {
+    let bundle = Bundle::busybox("rewrite", &["sleep", "300"], "");
+    let out = bundle.create();
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let _judged = ensure_judged_spec(&bundle);
+    let out = bundle.shim(&["start", &bundle.id], b"");
+    assert!(out.status.success(), "start: {}", describe(&out));
+
+    // The client rewrites the engine's bundle after create: runc's own
+    // getProcess would build the exec from this.
+    let mut spec = bundle.spec();
+    greedy(&mut spec["process"]);
+    bundle.write_spec(&spec);
+
+    let out = bundle.exec(&["sh", "-c", REPORT]);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    assert_confined(&text(&out.stdout));
+
+    // Flags that ask for more are judged the same way.
+    let out = bundle.shim(
+        &[
+            "exec",
+            "-e",
+            &format!("GITHUB_TOKEN={SECRET}"),
+            "--cap",
+            "CAP_SYS_ADMIN",
+            "-u",
+            "0",
+            "--no-new-privs=false",
+            &bundle.id,
+            "sh",
+            "-c",
+            REPORT,
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "exec flags: {}", describe(&out));
+    assert_confined(&text(&out.stdout));
+
+    // An exec that would leave the container's cgroup.
+    let out = bundle.shim(&["exec", "--cgroup", "../..", &bundle.id, "true"], b"");
+    assert_refused_by_shim(&bundle, &out, "--cgroup");
+}
+
+#[test]
+#[ignore = "needs root and runc"]
+fn exec_of_a_container_vibe_shim_did_not_create_is_refused() {
+    // Created by plain runc: no judged spec in vibe-shim's state directory.
+    let bundle = Bundle::busybox("foreign", &["sleep", "300"], "");
+    let out = Command::new(runc_bin())
+        .arg("--root")
+        .arg(bundle.root_dir())
+        .args(["run", "-d", "--bundle"])
+        .arg(bundle.bundle_dir())
+        .arg(&bundle.id)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "runc run: {}", describe(&out));
+    let out = bundle.exec(&["true"]);
+    assert_refused_by_shim(&bundle, &out, "not created through vibe-shim");
+}
+
+#[test]
+#[ignore = "needs root and runc"]
+fn restore_is_refused_unless_allowed() {
+    let bundle = Bundle::busybox("restore", &["sleep", "300"], "");
+    let image = bundle.dir.path().join("image");
+    fs::create_dir_all(&image).unwrap();
+    let bundle_dir = bundle.bundle_dir();
+    let args = [
+        "restore",
+        "--image-path",
+        image.to_str().unwrap(),
+        "--bundle",
+        bundle_dir.to_str().unwrap(),
+        "-d",
+        bundle.id.as_str(),
+    ];
+    let out = bundle.shim(&args, b"");
+    assert_refused_by_shim(&bundle, &out, "allow_restore");
+    assert!(
+        bundle.audit_lines().iter().any(|l| l["verb"] == "restore"),
+        "{:?}",
+        bundle.audit_lines()
+    );
+
+    // Allowed: vibe-shim judges the bundle and lets runc try (runc then
+    // fails on the empty image, not on vibe-shim).
+    let policy = fs::read_to_string(bundle.policy_path()).unwrap();
+    fs::write(
+        bundle.policy_path(),
+        format!("[runtime]\nallow_restore = true\n{policy}"),
+    )
+    .unwrap();
+    let out = bundle.shim(&args, b"");
+    assert!(
+        !text(&out.stderr).contains("allow_restore"),
+        "{}",
+        describe(&out)
+    );
+    // `--criu` picks the binary runc 1.1 runs as root: refused either way.
+    let mut with_criu = vec!["--criu", "/bin/sh"];
+    with_criu.extend_from_slice(&args);
+    let out = bundle.shim(&with_criu, b"");
+    assert_refused_by_shim(&bundle, &out, "--criu");
+}
