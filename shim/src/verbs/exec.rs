@@ -55,8 +55,10 @@ fn rewrite_process_file(
     let denial = |reason: String| refusal(Denial::new("exec", "--process", lossy(path), reason));
     let bytes =
         std::fs::read(path).map_err(|e| denial(format!("cannot read process file: {e}")))?;
-    let process: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| denial(format!("process file is not JSON: {e}")))?;
+    let process = vibe_policy::gojson::process_from_slice(&bytes).map_err(|e| match e {
+        vibe_policy::gojson::Error::Key(key) => refusal(key),
+        vibe_policy::gojson::Error::Syntax(e) => denial(format!("process file is not JSON: {e}")),
+    })?;
     let rewrite = enforce_process(&process, &ctx.policy, &ctx.host)?;
     let out = serde_json::to_vec(&rewrite.document)
         .map_err(|e| denial(format!("cannot serialise process: {e}")))?;
