@@ -69,6 +69,22 @@ fn rewrite(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    // Reading the bytes: plain serde, and the Go-key check the shim uses.
+    c.bench_function("serde_json::from_slice docker-20.10 default", |b| {
+        b.iter(|| serde_json::from_slice::<Value>(black_box(SPEC.as_bytes())))
+    });
+    c.bench_function("gojson::spec_from_slice docker-20.10 default", |b| {
+        b.iter(|| vibe_policy::gojson::spec_from_slice(black_box(SPEC.as_bytes())))
+    });
+    c.bench_function(
+        "spec_from_slice + enforce_create docker-20.10 default",
+        |b| {
+            b.iter(|| {
+                let spec = vibe_policy::gojson::spec_from_slice(black_box(SPEC.as_bytes()));
+                spec.map(|spec| enforce_create(spec, &policy, &host, &ctx))
+            })
+        },
+    );
 }
 
 criterion_group! {

@@ -9,6 +9,7 @@
 pub mod config;
 pub mod decision;
 pub mod engine;
+pub mod gojson;
 pub mod host;
 pub mod invariants;
 pub mod json;

@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Value};
 use vibe_policy::config::{BindAllow, BindMode, HomeMode};
+use vibe_policy::gojson::{go_view, spec_from_slice, SPEC_KIND};
 use vibe_policy::invariants::violations;
 use vibe_policy::{enforce_create, CreateContext, FakeHost, HostView, Policy};
 
@@ -377,6 +378,234 @@ fn apply(spec: &mut Value, mutation: &Mutation) {
     }
 }
 
+/// How a smuggled key is spelled, relative to the field it targets.
+#[derive(Debug, Clone, Copy)]
+enum Spelling {
+    /// `Process`.
+    UpperFirst,
+    /// `PROCESS`.
+    AllCaps,
+    /// The first `s` as U+017F and the first `k` as U+212A (or upper-first
+    /// when there is neither): Go folds both to ASCII.
+    Fold,
+    /// The exact name again, so the key repeats.
+    Duplicate,
+    /// The exact name again, written with a `\u` escape.
+    EscapedDuplicate,
+    /// Upper-first, written with a `\u` escape.
+    EscapedVariant,
+    /// A key that folds to nothing runc knows: must be kept, and runc
+    /// ignores it.
+    Unknown,
+}
+
+/// A key added next to (after) a field the rules judge, carrying a hostile
+/// value, written into the raw bytes (a repeated key cannot live in a `Value`).
+#[derive(Debug, Clone)]
+struct Smuggle {
+    /// The object that gets the key, as segments from the root (an array
+    /// index is a number).
+    at: &'static [&'static str],
+    field: &'static str,
+    spelling: Spelling,
+    payload: Value,
+}
+
+fn all_caps_list() -> Value {
+    json!(CAPS)
+}
+
+fn hostile_process() -> Value {
+    json!({
+        "user": {"uid": 0, "gid": 0, "additionalGids": [0]},
+        "args": ["/proc/self/fd/3"],
+        "cwd": "/proc/self/fd/4",
+        "env": ["PATH=/bin", "GITHUB_TOKEN=x"],
+        "noNewPrivileges": false,
+        "capabilities": {"bounding": all_caps_list(), "effective": all_caps_list(),
+                         "permitted": all_caps_list(), "ambient": all_caps_list()}
+    })
+}
+
+/// The targets: (object path, field, hostile value).
+fn smuggle_targets() -> Vec<(&'static [&'static str], &'static str, Value)> {
+    vec![
+        (&[], "process", hostile_process()),
+        (
+            &[],
+            "mounts",
+            json!([{"destination": "/host", "type": "bind", "source": "/",
+                                 "options": ["rbind", "rw"]}]),
+        ),
+        (&[], "root", json!({"path": "/", "readonly": false})),
+        (
+            &[],
+            "linux",
+            json!({"resources": {"pids": {"limit": -1}}, "maskedPaths": [],
+                              "readonlyPaths": [], "sysctl": {"kernel.core_pattern": "|/x"},
+                              "namespaces": [{"type": "mount"}]}),
+        ),
+        (
+            &[],
+            "hooks",
+            json!({"prestart": [{"path": "/bin/sh", "args": ["sh", "-c", "id"]}]}),
+        ),
+        (&["process"], "user", json!({"uid": 0, "gid": 0})),
+        (
+            &["process"],
+            "capabilities",
+            json!({"bounding": all_caps_list(),
+                                              "effective": all_caps_list(),
+                                              "permitted": all_caps_list()}),
+        ),
+        (&["process"], "noNewPrivileges", json!(false)),
+        (&["process"], "env", json!(["GITHUB_TOKEN=x"])),
+        (&["process"], "args", json!(["/proc/self/fd/3"])),
+        (
+            &["process", "capabilities"],
+            "bounding",
+            json!(["CAP_SYS_ADMIN"]),
+        ),
+        (
+            &["process", "capabilities"],
+            "effective",
+            json!(["CAP_SYS_ADMIN"]),
+        ),
+        (&["process", "user"], "uid", json!(0)),
+        (&["root"], "readonly", json!(false)),
+        (&["root"], "path", json!("/")),
+        (&["mounts", "0"], "source", json!("/")),
+        (
+            &["mounts", "0"],
+            "options",
+            json!(["rw", "suid", "dev", "exec", "rshared"]),
+        ),
+        (
+            &["linux"],
+            "seccomp",
+            json!({"defaultAction": "SCMP_ACT_ALLOW"}),
+        ),
+        (&["linux"], "maskedPaths", json!([])),
+        (&["linux"], "namespaces", json!([{"type": "mount"}])),
+        (&["linux"], "sysctl", json!({"kernel.core_pattern": "|/x"})),
+        (&["linux"], "resources", json!({"pids": {"limit": -1}})),
+        (&["linux", "resources"], "pids", json!({"limit": -1})),
+        (&["linux", "resources", "pids"], "limit", json!(100_000)),
+        (
+            &["linux", "seccomp"],
+            "defaultAction",
+            json!("SCMP_ACT_ALLOW"),
+        ),
+        (&["linux", "sysctl"], "kernel.shm_rmid_forced", json!("0")),
+    ]
+}
+
+fn smuggle() -> impl Strategy<Value = Smuggle> {
+    (
+        prop::sample::select(smuggle_targets()),
+        pick(&[
+            Spelling::UpperFirst,
+            Spelling::AllCaps,
+            Spelling::Fold,
+            Spelling::Duplicate,
+            Spelling::EscapedDuplicate,
+            Spelling::EscapedVariant,
+            Spelling::Unknown,
+        ]),
+    )
+        .prop_map(|((at, field, payload), spelling)| Smuggle {
+            at,
+            field,
+            spelling,
+            payload,
+        })
+}
+
+/// `field` spelled as `spelling`, as the text of a JSON string.
+fn spelled(field: &str, spelling: Spelling) -> String {
+    let upper_first = || {
+        let mut c = field.chars();
+        c.next()
+            .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+            .unwrap_or_default()
+    };
+    let escape_first = |key: &str| {
+        let mut c = key.chars();
+        c.next()
+            .map(|f| format!("\\u{:04x}{}", f as u32, c.as_str()))
+            .unwrap_or_default()
+    };
+    let text = match spelling {
+        Spelling::UpperFirst => upper_first(),
+        Spelling::AllCaps => field.to_ascii_uppercase(),
+        Spelling::Fold => {
+            let folded = field
+                .replacen('s', "\u{17F}", 1)
+                .replacen('k', "\u{212A}", 1);
+            if folded == field {
+                upper_first()
+            } else {
+                folded
+            }
+        }
+        Spelling::Duplicate => field.to_string(),
+        Spelling::EscapedDuplicate => escape_first(field),
+        Spelling::EscapedVariant => escape_first(&upper_first()),
+        Spelling::Unknown => format!("{field}\u{131}"),
+    };
+    // The key goes into JSON text: escape what serde_json would (only `"`
+    // and `\` can appear here, and none of the field names has them).
+    text
+}
+
+/// The placeholder key the i-th smuggle writes, replaced in the text.
+fn marker(i: usize) -> String {
+    format!("vibe-smuggle-marker-{i}")
+}
+
+/// Puts a placeholder member at the end of the object at `at`, if there is one.
+fn place_marker(spec: &mut Value, at: &[&str], i: usize) -> bool {
+    let mut node = spec;
+    for segment in at {
+        node = match (node, segment.parse::<usize>()) {
+            (Value::Array(items), Ok(index)) => match items.get_mut(index) {
+                Some(item) => item,
+                None => return false,
+            },
+            (Value::Object(map), _) => match map.get_mut(*segment) {
+                Some(child) => child,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match node.as_object_mut() {
+        Some(map) => {
+            map.insert(marker(i), Value::Null);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The spec's bytes with every smuggled key written in after its target.
+fn smuggled_bytes(spec: &Value, smuggles: &[Smuggle]) -> Vec<u8> {
+    let mut spec = spec.clone();
+    let placed: Vec<bool> = smuggles
+        .iter()
+        .enumerate()
+        .map(|(i, s)| place_marker(&mut spec, s.at, i))
+        .collect();
+    let mut text = spec.to_string();
+    for (i, s) in smuggles.iter().enumerate() {
+        if placed[i] {
+            let member = format!("\"{}\":{}", spelled(s.field, s.spelling), s.payload);
+            text = text.replace(&format!("\"{}\":null", marker(i)), &member);
+        }
+    }
+    text.into_bytes()
+}
+
 fn base_spec() -> Value {
     serde_json::from_str(DEFAULT_SPEC).unwrap()
 }
@@ -390,19 +619,35 @@ fn ctx() -> CreateContext {
 
 /// The property for one case; `Ok(true)` when the spec was accepted.
 fn check(spec: &Value, variant: u8) -> Result<bool, TestCaseError> {
+    check_bytes(&serde_json::to_vec(spec).unwrap(), variant)
+}
+
+/// The property over the raw bytes the shim reads: refused, or what runc
+/// would read from the rewrite (decoded as Go does: keys folded, the last
+/// repeat winning) complies.
+fn check_bytes(bytes: &[u8], variant: u8) -> Result<bool, TestCaseError> {
     let policy = policy(variant);
-    match enforce_create(spec.clone(), &policy, &host(), &ctx()) {
+    let Ok(spec) = spec_from_slice(bytes) else {
+        return Ok(false);
+    };
+    match enforce_create(spec, &policy, &host(), &ctx()) {
         Err(_) => Ok(false),
         Ok(rewrite) => {
-            let broken = violations(&rewrite.document, &policy);
+            let written = serde_json::to_vec(&rewrite.document).unwrap();
+            // A document Go cannot decode is one runc refuses.
+            let Ok(runc_reads) = go_view(&written, &SPEC_KIND) else {
+                return Ok(false);
+            };
+            let broken = violations(&runc_reads, &policy);
             prop_assert!(
                 broken.is_empty(),
-                "policy variant {variant}: accepted spec breaks invariants: {broken:#?}"
+                "policy variant {variant}: accepted spec breaks invariants as runc reads it: \
+                 {broken:#?}"
             );
             // The one invariant that needs the host: no namespace path
             // resolves to the host's own namespace.
             let host = host();
-            let namespaces = rewrite.document["linux"]["namespaces"]
+            let namespaces = runc_reads["linux"]["namespaces"]
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
@@ -440,13 +685,18 @@ fn hostile_specs_are_refused_or_rewritten_to_comply() {
         failure_persistence: None,
         ..Config::default()
     });
-    let strategy = (0u8..3, prop::collection::vec(mutation(), 0..6));
-    let result = runner.run(&strategy, |(variant, mutations)| {
+    let strategy = (
+        0u8..3,
+        prop::collection::vec(mutation(), 0..6),
+        prop::collection::vec(smuggle(), 0..2),
+    );
+    let result = runner.run(&strategy, |(variant, mutations, smuggles)| {
         let mut spec = base_spec();
         for m in &mutations {
             apply(&mut spec, m);
         }
-        let counter = if check(&spec, variant)? {
+        let bytes = smuggled_bytes(&spec, &smuggles);
+        let counter = if check_bytes(&bytes, variant)? {
             &accepted
         } else {
             &refused
@@ -521,4 +771,52 @@ fn every_docker_fixture_is_refused_or_complies() {
         seen += 1;
     }
     assert!(seen >= 20);
+}
+
+/// Every smuggle target and spelling on the Docker default: a key runc
+/// would read differently is refused, an unknown one is kept, and either
+/// way the property holds.
+#[test]
+fn every_smuggled_key_is_refused_and_unknown_keys_are_kept() {
+    let spellings = [
+        Spelling::UpperFirst,
+        Spelling::AllCaps,
+        Spelling::Fold,
+        Spelling::Duplicate,
+        Spelling::EscapedDuplicate,
+        Spelling::EscapedVariant,
+        Spelling::Unknown,
+    ];
+    for (at, field, payload) in smuggle_targets() {
+        for spelling in spellings {
+            let smuggle = Smuggle {
+                at,
+                field,
+                spelling,
+                payload: payload.clone(),
+            };
+            let mut base = base_spec();
+            base["linux"]["resources"]["pids"] = json!({"limit": 64});
+            let parent: String = at.iter().map(|s| format!("/{s}")).collect();
+            assert!(
+                base.pointer(&parent).is_some_and(Value::is_object),
+                "{parent}"
+            );
+            let bytes = smuggled_bytes(&base, std::slice::from_ref(&smuggle));
+            let refused = spec_from_slice(&bytes).is_err();
+            // A repeat needs the field there already; a sysctl is a Go map,
+            // where only an exact repeat is a smuggle.
+            let exists = base.pointer(&format!("{parent}/{field}")).is_some();
+            let in_map = at == ["linux", "sysctl"];
+            let smuggles = match spelling {
+                Spelling::Unknown => false,
+                Spelling::Duplicate | Spelling::EscapedDuplicate => exists,
+                _ => !in_map,
+            };
+            assert_eq!(refused, smuggles, "{smuggle:?}");
+            for variant in 0..3 {
+                check_bytes(&bytes, variant).unwrap();
+            }
+        }
+    }
 }

@@ -35,10 +35,16 @@ pub enum CreateError {
     },
     #[error("cannot find vibe-shim's own binary for the network hook: {0}")]
     OwnExe(std::io::Error),
+    /// A key runc's Go decoder would read differently (vibe_policy::gojson).
+    #[error("{0}")]
+    Key(Denial),
 }
 
 impl CreateError {
     fn denial(&self, field: &str, value: &Path) -> Denial {
+        if let CreateError::Key(denial) = self {
+            return denial.clone();
+        }
         Denial::new(
             "bundle",
             field,
@@ -129,9 +135,12 @@ pub fn read_spec(path: &Path) -> Result<Value, CreateError> {
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut bytes).map_err(fail)?;
-    serde_json::from_slice(&bytes).map_err(|source| CreateError::Parse {
-        path: path.display().to_string(),
-        source,
+    vibe_policy::gojson::spec_from_slice(&bytes).map_err(|e| match e {
+        vibe_policy::gojson::Error::Key(denial) => CreateError::Key(denial),
+        vibe_policy::gojson::Error::Syntax(source) => CreateError::Parse {
+            path: path.display().to_string(),
+            source,
+        },
     })
 }
 

@@ -38,8 +38,13 @@ fn rewrite(
         let denial =
             |reason: String| refusal(Denial::new("update", "--resources", lossy(&source), reason));
         let bytes = read_resources(&source, stdin).map_err(|e| denial(e.to_string()))?;
-        let doc: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| denial(format!("resources are not JSON: {e}")))?;
+        let doc: Value =
+            vibe_policy::gojson::resources_from_slice(&bytes).map_err(|e| match e {
+                vibe_policy::gojson::Error::Key(key) => refusal(key),
+                vibe_policy::gojson::Error::Syntax(e) => {
+                    denial(format!("resources are not JSON: {e}"))
+                }
+            })?;
         let rewrite = enforce_update(&doc, &ctx.policy, &ctx.host)?;
         let out = serde_json::to_vec(&rewrite.document)
             .map_err(|e| denial(format!("cannot serialise resources: {e}")))?;
