@@ -30,6 +30,15 @@ pub trait HostView {
     fn host_namespace_id(&self, kind: &str) -> Option<NamespaceId>;
     /// Whether the host's libseccomp knows this syscall name.
     fn syscall_known(&self, name: &str) -> bool;
+    /// Whether the memory cgroup can limit swap (v1 `memory.memsw.*`, v2
+    /// `memory.swap.max`). When not, a swap limit would make runc fail.
+    fn swap_limit_supported(&self) -> bool {
+        true
+    }
+    /// The host's RAM in bytes (`MemTotal`), for tmpfs `size=N%`.
+    fn memory_total(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// An in-memory host for tests: explicit symlink resolutions, mounts and namespaces.
@@ -45,6 +54,9 @@ pub struct FakeHost {
     pub host_namespaces: BTreeMap<String, NamespaceId>,
     /// Syscall names the fake libseccomp does not know.
     pub unknown_syscalls: BTreeSet<String>,
+    /// Set: the fake host cannot limit swap.
+    pub no_swap_limit: bool,
+    pub memory_total: Option<u64>,
 }
 
 impl FakeHost {
@@ -100,5 +112,13 @@ impl HostView for FakeHost {
 
     fn syscall_known(&self, name: &str) -> bool {
         !self.unknown_syscalls.contains(name)
+    }
+
+    fn swap_limit_supported(&self) -> bool {
+        !self.no_swap_limit
+    }
+
+    fn memory_total(&self) -> Option<u64> {
+        self.memory_total
     }
 }

@@ -96,6 +96,37 @@ impl HostView for RealHost {
     fn syscall_known(&self, name: &str) -> bool {
         libseccomp::ScmpSyscall::from_name(name).is_ok()
     }
+
+    /// v1: the memsw files exist (`swapaccount=1`). v2: a child cgroup
+    /// has `memory.swap.max` (the root cgroup never does).
+    fn swap_limit_supported(&self) -> bool {
+        let root = Path::new("/sys/fs/cgroup");
+        if root.join("memory/memory.memsw.limit_in_bytes").exists() {
+            return true;
+        }
+        if !root.join("cgroup.controllers").exists() {
+            return false;
+        }
+        std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .find(|dir| dir.join("memory.max").exists())
+            .is_some_and(|dir| dir.join("memory.swap.max").exists())
+    }
+
+    fn memory_total(&self) -> Option<u64> {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        parse_mem_total(&text)
+    }
+}
+
+/// `MemTotal:  24000000 kB` in bytes.
+pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 #[cfg(test)]
@@ -125,6 +156,16 @@ mod tests {
             of("/var/lib/docker/volumes/x/_data"),
             PathBuf::from("/var/lib/docker/volumes/x/_data")
         );
+    }
+
+    #[test]
+    fn mem_total_is_parsed_in_bytes() {
+        assert_eq!(
+            parse_mem_total("MemFree: 1 kB\nMemTotal:       24000 kB\n"),
+            Some(24_576_000)
+        );
+        assert_eq!(parse_mem_total("MemTotal: lots\n"), None);
+        assert!(RealHost::new().memory_total().unwrap() > 1 << 20);
     }
 
     #[test]
