@@ -39,6 +39,11 @@ pub trait HostView {
     fn memory_total(&self) -> Option<u64> {
         None
     }
+    /// `(soft, hard)` of an rlimit (`RLIMIT_NOFILE`) that runc, and so a
+    /// process with no such entry, inherits; `None` when unknown.
+    fn inherited_rlimit(&self, _name: &str) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// An in-memory host for tests: explicit symlink resolutions, mounts and namespaces.

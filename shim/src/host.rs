@@ -120,6 +120,43 @@ impl HostView for RealHost {
         let text = std::fs::read_to_string("/proc/meminfo").ok()?;
         parse_mem_total(&text)
     }
+
+    /// Our own limits: vibe-shim execs runc, which keeps them.
+    fn inherited_rlimit(&self, name: &str) -> Option<(u64, u64)> {
+        let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+        parse_limit(&text, name)
+    }
+}
+
+/// The `/proc/<pid>/limits` row names, by rlimit.
+const LIMIT_ROWS: &[(&str, &str)] = &[
+    ("RLIMIT_CPU", "Max cpu time"),
+    ("RLIMIT_FSIZE", "Max file size"),
+    ("RLIMIT_DATA", "Max data size"),
+    ("RLIMIT_STACK", "Max stack size"),
+    ("RLIMIT_CORE", "Max core file size"),
+    ("RLIMIT_RSS", "Max resident set"),
+    ("RLIMIT_NPROC", "Max processes"),
+    ("RLIMIT_NOFILE", "Max open files"),
+    ("RLIMIT_MEMLOCK", "Max locked memory"),
+    ("RLIMIT_AS", "Max address space"),
+    ("RLIMIT_LOCKS", "Max file locks"),
+    ("RLIMIT_SIGPENDING", "Max pending signals"),
+    ("RLIMIT_MSGQUEUE", "Max msgqueue size"),
+    ("RLIMIT_NICE", "Max nice priority"),
+    ("RLIMIT_RTPRIO", "Max realtime priority"),
+    ("RLIMIT_RTTIME", "Max realtime timeout"),
+];
+
+/// `(soft, hard)` of one rlimit from `/proc/<pid>/limits` text.
+pub fn parse_limit(text: &str, name: &str) -> Option<(u64, u64)> {
+    let (_, row) = LIMIT_ROWS.iter().find(|(n, _)| *n == name)?;
+    let line = text.lines().find(|l| l.starts_with(row))?;
+    let mut values = line[row.len()..].split_whitespace().map(|v| match v {
+        "unlimited" => Some(u64::MAX),
+        n => n.parse().ok(),
+    });
+    Some((values.next()??, values.next()??))
 }
 
 /// `MemTotal:  24000000 kB` in bytes.
@@ -166,6 +203,17 @@ mod tests {
         );
         assert_eq!(parse_mem_total("MemTotal: lots\n"), None);
         assert!(RealHost::new().memory_total().unwrap() > 1 << 20);
+    }
+
+    #[test]
+    fn limits_are_parsed() {
+        let text = "Limit Soft Limit Hard Limit Units\n\
+                    Max open files            1024                 unlimited            files\n\
+                    Max nice priority         0                    0\n";
+        assert_eq!(parse_limit(text, "RLIMIT_NOFILE"), Some((1024, u64::MAX)));
+        assert_eq!(parse_limit(text, "RLIMIT_NICE"), Some((0, 0)));
+        assert_eq!(parse_limit(text, "RLIMIT_CORE"), None);
+        assert!(RealHost::new().inherited_rlimit("RLIMIT_NOFILE").is_some());
     }
 
     #[test]

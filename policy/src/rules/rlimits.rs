@@ -1,8 +1,10 @@
 //! `process.rlimits` under the policy's table (`[resources.rlimits]`), for
 //! the container's process and every exec: each named limit's hard and soft
-//! values become min(requested, ceiling), and a named limit the process does
-//! not set is added at the ceiling, since it would otherwise inherit the
-//! engine's (containerd's shim runs with an unlimited NOFILE).
+//! values become min(requested, ceiling). A named limit the process does
+//! not set is inherited from runc (vibe-shim's own limits); when that is
+//! above the ceiling, or unknown, it is added at the ceiling. Only lowering
+//! is added: raising a hard limit needs CAP_SYS_RESOURCE, which the engine
+//! may lack.
 //!
 //! Limits the table does not name are kept as asked: they bound one process
 //! (CPU, FSIZE, DATA, STACK, AS, RSS, CORE, LOCKS) or a count the cgroups
@@ -71,8 +73,15 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
         after.push(entry);
     }
     for (name, max) in table {
-        if !seen.contains(&name.as_str()) {
-            after.push(json!({"type": name, "hard": max, "soft": max}));
+        if seen.contains(&name.as_str()) {
+            continue;
+        }
+        match cx.host.inherited_rlimit(name) {
+            Some((_, hard)) if hard <= *max => {}
+            Some((soft, _)) => {
+                after.push(json!({"type": name, "hard": max, "soft": soft.min(*max)}));
+            }
+            None => after.push(json!({"type": name, "hard": max, "soft": max})),
         }
     }
     let after = Value::Array(after);
@@ -136,6 +145,48 @@ mod tests {
         assert_eq!(process["rlimits"].as_array().unwrap().len(), 4);
         // Already within policy: no change recorded.
         assert!(run(&mut process).unwrap().changes.is_empty());
+    }
+
+    #[test]
+    fn inherited_limits_within_the_ceiling_are_not_added() {
+        struct Host;
+        impl crate::HostView for Host {
+            fn canonicalize(&self, p: &std::path::Path) -> Option<std::path::PathBuf> {
+                Some(p.into())
+            }
+            fn mount_point_of(&self, _: &std::path::Path) -> Option<std::path::PathBuf> {
+                None
+            }
+            fn namespace_id(&self, _: &std::path::Path) -> Option<crate::host::NamespaceId> {
+                None
+            }
+            fn host_namespace_id(&self, _: &str) -> Option<crate::host::NamespaceId> {
+                None
+            }
+            fn syscall_known(&self, _: &str) -> bool {
+                true
+            }
+            fn inherited_rlimit(&self, name: &str) -> Option<(u64, u64)> {
+                match name {
+                    "RLIMIT_NOFILE" => Some((1024, u64::MAX)),
+                    "RLIMIT_MEMLOCK" => Some((8 << 20, 8 << 20)),
+                    _ => Some((0, 0)),
+                }
+            }
+        }
+        let policy = Policy::default();
+        let cx = RuleContext {
+            policy: &policy,
+            host: &Host,
+            create: None,
+            process_field: "",
+        };
+        let mut process = json!({});
+        apply(&mut process, &cx, &mut Record::default()).unwrap();
+        assert_eq!(
+            process["rlimits"],
+            json!([{"type": "RLIMIT_NOFILE", "hard": 65536, "soft": 1024}])
+        );
     }
 
     #[test]
