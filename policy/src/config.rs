@@ -4,6 +4,7 @@
 //! error that names the file and, where the TOML parser knows it, the line.
 //! Reading the file is the caller's job; this module only parses text.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -51,6 +52,7 @@ pub struct Policy {
     pub network: NetworkSection,
     pub seccomp: SeccompSection,
     pub audit: AuditSection,
+    pub resources: ResourcesSection,
     pub hooks: HooksSection,
 }
 
@@ -150,22 +152,17 @@ impl Default for ProcessSection {
             no_new_privileges: true,
             pids_limit: 512,
             user: None,
-            env_allow: [
-                "PATH",
-                "HOME",
-                "TERM",
-                "LANG",
-                "LC_*",
-                "TZ",
-                "HOSTNAME",
-                "ANTHROPIC_API_KEY",
-                "ANTHROPIC_BASE_URL",
-                "OPENAI_API_KEY",
-                "OPENAI_BASE_URL",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+            env_allow: ["PATH", "HOME", "TERM", "TZ", "HOSTNAME"]
+                .iter()
+                .chain(LOCALE_ENV_NAMES)
+                .chain(&[
+                    "ANTHROPIC_API_KEY",
+                    "ANTHROPIC_BASE_URL",
+                    "OPENAI_API_KEY",
+                    "OPENAI_BASE_URL",
+                ])
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 }
@@ -508,6 +505,208 @@ fn default_hook_allows() -> Vec<HookAllow> {
     allows
 }
 
+/// The exact locale variables of the default `env_allow` (POSIX and glibc).
+/// Exact names, not `LC_*`: a prefix would also pass `LC_GITHUB_TOKEN`.
+pub const LOCALE_ENV_NAMES: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "LC_MONETARY",
+    "LC_MESSAGES",
+    "LC_PAPER",
+    "LC_NAME",
+    "LC_ADDRESS",
+    "LC_TELEPHONE",
+    "LC_MEASUREMENT",
+    "LC_IDENTIFICATION",
+];
+
+/// Words that mark an environment name as a likely secret (`policy check`).
+pub const SECRET_ENV_WORDS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "KEY",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTH",
+];
+
+/// Every resource limit an OCI `process.rlimits` entry may name (Linux).
+pub const RLIMIT_NAMES: &[&str] = &[
+    "RLIMIT_AS",
+    "RLIMIT_CORE",
+    "RLIMIT_CPU",
+    "RLIMIT_DATA",
+    "RLIMIT_FSIZE",
+    "RLIMIT_LOCKS",
+    "RLIMIT_MEMLOCK",
+    "RLIMIT_MSGQUEUE",
+    "RLIMIT_NICE",
+    "RLIMIT_NOFILE",
+    "RLIMIT_NPROC",
+    "RLIMIT_RSS",
+    "RLIMIT_RTPRIO",
+    "RLIMIT_RTTIME",
+    "RLIMIT_SIGPENDING",
+    "RLIMIT_STACK",
+];
+
+/// The built-in rlimit ceilings; an admin's `[resources.rlimits]` table is
+/// merged over them, so naming one limit never lifts the others.
+pub const DEFAULT_RLIMITS: &[(&str, u64)] = &[
+    ("RLIMIT_NOFILE", 65_536),
+    ("RLIMIT_MEMLOCK", 64 << 20),
+    ("RLIMIT_RTPRIO", 0),
+    ("RLIMIT_NICE", 0),
+];
+
+/// A byte count: an integer, or a string with a binary suffix (`"64m"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ByteSize(pub u64);
+
+impl Serialize for ByteSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bytes(n) => Ok(ByteSize(n)),
+            Raw::Text(text) => parse_size(&text).map(ByteSize).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "invalid size {text:?}: expected bytes or a number with k, m, g or t"
+                ))
+            }),
+        }
+    }
+}
+
+/// `123`, `64k`, `64m`, `4g`, `1t` (binary multiples, either case, an
+/// optional `b`/`ib`), as the kernel's `memparse` and Docker read them.
+/// Only decimal digits: `None` for anything else, or on overflow.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text.len() - text.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 {
+        return None;
+    }
+    let (number, suffix) = text.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let suffix = suffix.to_ascii_lowercase();
+    let unit = suffix
+        .strip_suffix("ib")
+        .or_else(|| suffix.strip_suffix('b').filter(|s| !s.is_empty()))
+        .unwrap_or(&suffix);
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        _ => return None,
+    };
+    number.checked_mul(1u64 << shift)
+}
+
+/// Resource ceilings. Every limit works like `process.pids_limit`: the
+/// container gets min(requested, this), and "unlimited" is never granted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResourcesSection {
+    /// Memory plus swap (cgroup v1 memsw; v2 memory.max + memory.swap.max).
+    pub memory_max: ByteSize,
+    /// CPU time as a number of CPUs: a CFS quota of `cpus * period`.
+    pub cpus: f64,
+    /// Ceiling on cgroup v1 `cpu.shares` (v2 `cpu.weight`: shares * 100 / 1024).
+    pub cpu_shares_max: u64,
+    /// Size of every tmpfs (the policy's, HOME, the client's, /dev/shm).
+    pub tmpfs_max: ByteSize,
+    /// Hard ceiling per rlimit, by name (`RLIMIT_NOFILE` or `nofile`),
+    /// merged over [`DEFAULT_RLIMITS`]; normalised to `RLIMIT_*` on load.
+    pub rlimits: BTreeMap<String, u64>,
+}
+
+impl Default for ResourcesSection {
+    fn default() -> Self {
+        Self {
+            memory_max: ByteSize(4 << 30),
+            cpus: 2.0,
+            cpu_shares_max: 1024,
+            tmpfs_max: ByteSize(1 << 30),
+            rlimits: default_rlimits(),
+        }
+    }
+}
+
+fn default_rlimits() -> BTreeMap<String, u64> {
+    DEFAULT_RLIMITS
+        .iter()
+        .map(|(name, max)| (name.to_string(), *max))
+        .collect()
+}
+
+/// `nofile`, `NOFILE` and `RLIMIT_NOFILE` all name one limit.
+pub fn normalise_rlimit(name: &str) -> Option<&'static str> {
+    let upper = name.trim().to_ascii_uppercase();
+    let full = if upper.starts_with("RLIMIT_") {
+        upper
+    } else {
+        format!("RLIMIT_{upper}")
+    };
+    RLIMIT_NAMES.iter().copied().find(|n| *n == full)
+}
+
+impl ResourcesSection {
+    /// The CFS quota for `period` microseconds: `cpus * period`, at least
+    /// the kernel's 1 ms minimum.
+    pub fn cpu_quota(&self, period: u64) -> i64 {
+        let quota = (self.cpus * period as f64).floor();
+        (quota as i64).max(1000)
+    }
+
+    /// The cgroup v2 `cpu.weight` ceiling matching `cpu_shares_max`
+    /// (1024 shares, the v1 default, is weight 100, the v2 default).
+    pub fn cpu_weight_max(&self) -> u64 {
+        (self.cpu_shares_max.saturating_mul(100) / 1024).clamp(1, 10_000)
+    }
+}
+
+impl Policy {
+    /// Things that are valid but probably not what the admin wants, one line
+    /// each, for `policy check`. Host facts (a uid's account) are the shim's.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for pattern in &self.process.env_allow {
+            if let Some(prefix) = pattern.strip_suffix('*') {
+                let example = SECRET_ENV_WORDS
+                    .iter()
+                    .find(|w| prefix.contains(*w))
+                    .map(|_| format!("{prefix}X"))
+                    .unwrap_or_else(|| format!("{prefix}GITHUB_TOKEN"));
+                out.push(format!(
+                    "process.env_allow: {pattern:?} also passes secret-looking names such as \
+                     {example:?}; list exact names instead"
+                ));
+            }
+        }
+        out
+    }
+}
+
 impl Policy {
     /// Parses and validates policy text. `origin` names the file in errors.
     pub fn from_toml_str(text: &str, origin: &Path) -> Result<Policy, ConfigError> {
@@ -640,6 +839,7 @@ impl Policy {
         self.hooks
             .validate()
             .map_err(|(key, message)| invalid(key, message))?;
+        self.validate_resources(path)?;
         Ok(())
     }
 }
@@ -698,6 +898,50 @@ impl HooksSection {
                     .map_err(|e| ("hooks.allow.env", format!("{path}: {e}")))?;
             }
         }
+        Ok(())
+    }
+}
+
+impl Policy {
+    fn validate_resources(&mut self, path: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: path.to_string(),
+            key: format!("resources.{key}"),
+            message,
+        };
+        let r = &mut self.resources;
+        // Below a few MiB runc cannot even start the container's init.
+        if r.memory_max.0 < 8 << 20 {
+            return Err(invalid(
+                "memory_max",
+                format!("must be at least 8m, not {} bytes", r.memory_max.0),
+            ));
+        }
+        if !(r.cpus.is_finite() && r.cpus >= 0.01 && r.cpus <= 4096.0) {
+            return Err(invalid(
+                "cpus",
+                format!("must be a number of CPUs from 0.01 to 4096, not {}", r.cpus),
+            ));
+        }
+        if !(2..=262_144).contains(&r.cpu_shares_max) {
+            return Err(invalid(
+                "cpu_shares_max",
+                format!("must be 2 to 262144, not {}", r.cpu_shares_max),
+            ));
+        }
+        if r.tmpfs_max.0 < 1 << 20 {
+            return Err(invalid(
+                "tmpfs_max",
+                format!("must be at least 1m, not {} bytes", r.tmpfs_max.0),
+            ));
+        }
+        let mut merged = default_rlimits();
+        for (name, max) in &r.rlimits {
+            let full = normalise_rlimit(name)
+                .ok_or_else(|| invalid("rlimits", format!("unknown rlimit {name:?}")))?;
+            merged.insert(full.to_string(), *max);
+        }
+        r.rlimits = merged;
         Ok(())
     }
 }
@@ -787,6 +1031,7 @@ mod tests {
         assert!(p.process.env_allowed("LC_ALL"));
         assert!(p.process.env_allowed("PATH"));
         assert!(!p.process.env_allowed("GITHUB_TOKEN"));
+        assert!(!p.process.env_allowed("LC_GITHUB_TOKEN"));
         assert!(!p.process.env_allowed("PATHX"));
     }
 
@@ -823,6 +1068,83 @@ mod tests {
         let p = parse("[network]\ndns = true\nresolvers = [\"192.0.2.53\", \"2001:db8::53\"]\n")
             .unwrap();
         assert_eq!(p.network.resolvers.len(), 2);
+    }
+
+    #[test]
+    fn resources_defaults_and_sizes() {
+        let r = parse("").unwrap().resources;
+        assert_eq!(r.memory_max, ByteSize(4 << 30));
+        assert_eq!(r.tmpfs_max, ByteSize(1 << 30));
+        assert_eq!(r.cpu_quota(100_000), 200_000);
+        assert_eq!(r.cpu_weight_max(), 100);
+        assert_eq!(r.rlimits["RLIMIT_RTPRIO"], 0);
+        let p =
+            parse("[resources]\nmemory_max = \"64m\"\ntmpfs_max = 16777216\ncpus = 0.5\n").unwrap();
+        assert_eq!(p.resources.memory_max, ByteSize(64 << 20));
+        assert_eq!(p.resources.tmpfs_max, ByteSize(16 << 20));
+        assert_eq!(p.resources.cpu_quota(100_000), 50_000);
+        assert_eq!(p.resources.cpu_quota(1000), 1000);
+        for (text, bytes) in [
+            ("1", Some(1)),
+            ("64k", Some(64 << 10)),
+            ("64M", Some(64 << 20)),
+            ("4GiB", Some(4 << 30)),
+            ("2gb", Some(2 << 30)),
+            ("1t", Some(1 << 40)),
+            ("", None),
+            ("m", None),
+            ("-1", None),
+            ("0x10", None),
+            ("1.5g", None),
+            ("9999999999999999999g", None),
+            ("1q", None),
+        ] {
+            assert_eq!(parse_size(text), bytes, "{text}");
+        }
+    }
+
+    #[test]
+    fn resources_are_checked() {
+        for bad in [
+            "memory_max = \"1k\"",
+            "memory_max = \"lots\"",
+            "memory_max = -1",
+            "cpus = 0.0",
+            "cpus = -1.0",
+            "cpus = nan",
+            "cpu_shares_max = 1",
+            "tmpfs_max = 0",
+            "bogus = 1",
+            "rlimits = { RLIMIT_BOGUS = 1 }",
+            "rlimits = { nofile = -1 }",
+        ] {
+            assert!(parse(&format!("[resources]\n{bad}\n")).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rlimit_table_is_merged_over_the_defaults() {
+        let p = parse("[resources.rlimits]\nnofile = 4096\nRLIMIT_CORE = 0\n").unwrap();
+        let r = &p.resources.rlimits;
+        assert_eq!(r["RLIMIT_NOFILE"], 4096);
+        assert_eq!(r["RLIMIT_CORE"], 0);
+        assert_eq!(r["RLIMIT_RTPRIO"], 0);
+        assert_eq!(r["RLIMIT_MEMLOCK"], 64 << 20);
+        assert_eq!(r.len(), 5);
+    }
+
+    #[test]
+    fn locale_names_are_exact_and_prefixes_warn() {
+        let p = Policy::default();
+        assert!(p.process.env_allowed("LC_ALL"));
+        assert!(p.process.env_allowed("LANGUAGE"));
+        assert!(!p.process.env_allowed("LC_GITHUB_TOKEN"));
+        assert!(p.warnings().is_empty());
+        let p = parse("[process]\nenv_allow = [\"PATH\", \"LC_*\", \"MY_TOKEN_*\"]\n").unwrap();
+        let warnings = p.warnings();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("LC_GITHUB_TOKEN"), "{warnings:?}");
+        assert!(warnings[1].contains("MY_TOKEN_X"), "{warnings:?}");
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub const PROCESS_RULES: &[ProcessRule] = &[
     rules::user::apply,
     rules::env::apply,
     rules::home::apply_process,
+    rules::rlimits::apply,
+    rules::oom::apply,
 ];
 
 /// Rules over the whole spec, in order. Mount rules run before the policy's
@@ -83,6 +85,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::masked_paths::apply,
     rules::devices::apply,
     rules::seccomp::apply,
+    rules::resources::apply,
     rules::sysctls::apply,
     rules::pids::apply,
     rules::client_hooks::apply,
@@ -174,7 +177,11 @@ pub fn enforce_update(
     run_chain(
         resources.clone(),
         &cx,
-        &[rules::pids::apply_update, rules::devices::apply_update],
+        &[
+            rules::pids::apply_update,
+            rules::devices::apply_update,
+            rules::resources::apply_update,
+        ],
         None,
     )
 }

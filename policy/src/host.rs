@@ -30,6 +30,20 @@ pub trait HostView {
     fn namespace_id(&self, path: &Path) -> Option<NamespaceId>;
     /// The host's namespace of this OCI kind (from `/proc/1/ns/*`).
     fn host_namespace_id(&self, kind: &str) -> Option<NamespaceId>;
+    /// Whether the memory cgroup can limit swap (v1 `memory.memsw.*`, v2
+    /// `memory.swap.max`). When not, a swap limit would make runc fail.
+    fn swap_limit_supported(&self) -> bool {
+        true
+    }
+    /// The host's RAM in bytes (`MemTotal`), for tmpfs `size=N%`.
+    fn memory_total(&self) -> Option<u64> {
+        None
+    }
+    /// `(soft, hard)` of an rlimit (`RLIMIT_NOFILE`) that runc, and so a
+    /// process with no such entry, inherits; `None` when unknown.
+    fn inherited_rlimit(&self, _name: &str) -> Option<(u64, u64)> {
+        None
+    }
     /// Whether the host's libseccomp knows this syscall name.
     fn syscall_known(&self, name: &str) -> bool;
 
@@ -86,6 +100,11 @@ pub struct FakeHost {
     pub host_namespaces: BTreeMap<String, NamespaceId>,
     /// Syscall names the fake libseccomp does not know.
     pub unknown_syscalls: BTreeSet<String>,
+    /// Set: the fake host cannot limit swap.
+    pub no_swap_limit: bool,
+    pub memory_total: Option<u64>,
+    /// rlimits runc would inherit, by name (`RLIMIT_NOFILE`).
+    pub inherited_rlimits: BTreeMap<String, (u64, u64)>,
     // --- client hooks ---
     /// stat results by path; an existing path missing here is a root-owned
     /// 0755 directory (see [`HostView::file_facts`]).
@@ -132,6 +151,18 @@ impl FakeHost {
 }
 
 impl HostView for FakeHost {
+    fn swap_limit_supported(&self) -> bool {
+        !self.no_swap_limit
+    }
+
+    fn memory_total(&self) -> Option<u64> {
+        self.memory_total
+    }
+
+    fn inherited_rlimit(&self, name: &str) -> Option<(u64, u64)> {
+        self.inherited_rlimits.get(name).copied()
+    }
+
     fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
         // Resolve the longest mapped prefix, like a symlink on the way.
         for ancestor in path.ancestors() {

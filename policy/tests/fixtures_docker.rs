@@ -130,12 +130,56 @@ fn assert_process_confined(process: &Value, case: &str) {
     }
 }
 
+/// `[resources]` defaults: 4 GiB memory+swap, 2 CPUs, 1 GiB per tmpfs,
+/// the rlimit table, and no negative OOM score.
+fn assert_resources_bounded(spec: &Value, case: &str) {
+    let resources = &spec["linux"]["resources"];
+    for key in ["limit", "swap"] {
+        let bytes = resources["memory"][key].as_i64().unwrap();
+        assert!(
+            (1..=4 << 30).contains(&bytes),
+            "{case}: memory.{key} {bytes}"
+        );
+    }
+    let quota = resources["cpu"]["quota"].as_i64().unwrap();
+    let period = resources["cpu"]["period"].as_i64().unwrap();
+    assert!(
+        quota > 0 && quota <= 2 * period,
+        "{case}: cpu {quota}/{period}"
+    );
+    let process = &spec["process"];
+    assert!(process["oomScoreAdj"].as_i64().unwrap() >= 0, "{case}");
+    for (kind, max) in [
+        ("RLIMIT_NOFILE", 65536),
+        ("RLIMIT_RTPRIO", 0),
+        ("RLIMIT_NICE", 0),
+    ] {
+        let entry = process["rlimits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == kind)
+            .unwrap_or_else(|| panic!("{case}: no {kind}"));
+        assert!(entry["hard"].as_u64().unwrap() <= max, "{case}: {entry}");
+    }
+    for mount in spec["mounts"].as_array().unwrap() {
+        if mount["type"] == "tmpfs" {
+            let sizes: Vec<&str> = strings(&mount["options"])
+                .into_iter()
+                .filter(|o| o.starts_with("size="))
+                .collect();
+            assert_eq!(sizes.len(), 1, "{case}: {mount}");
+        }
+    }
+}
+
 fn assert_confined(spec: &Value, case: &str) {
     assert_process_confined(&spec["process"], case);
     let linux = &spec["linux"];
 
     let limit = linux["resources"]["pids"]["limit"].as_i64().unwrap();
     assert!((1..=512).contains(&limit), "{case}: pids {limit}");
+    assert_resources_bounded(spec, case);
 
     let namespaces = linux["namespaces"].as_array().unwrap();
     for kind in ["pid", "ipc", "uts", "mount", "network", "cgroup"] {
@@ -409,4 +453,38 @@ fn docker_updates_are_clamped() {
     assert_eq!(out.document, memory);
     assert!(out.document.get("devices").is_none());
     assert!(out.changes.is_empty());
+}
+
+#[test]
+fn exec_rlimits_and_oom_score_are_clamped() {
+    let mut process = read("process-exec-tty.json");
+    process["rlimits"] = json!([
+        {"type": "RLIMIT_RTPRIO", "hard": 99, "soft": 99},
+        {"type": "RLIMIT_NOFILE", "hard": 1048576, "soft": 1048576}
+    ]);
+    process["oomScoreAdj"] = json!(-1000);
+    let out = enforce_process(&process, &policy(), &host()).unwrap();
+    assert_eq!(
+        out.document["rlimits"][0],
+        json!({"type": "RLIMIT_RTPRIO", "hard": 0, "soft": 0})
+    );
+    assert_eq!(out.document["rlimits"][1]["hard"], json!(65536));
+    assert_eq!(out.document["oomScoreAdj"], json!(0));
+}
+
+#[test]
+fn docker_update_of_memory_and_cpus_is_clamped() {
+    let mut update = read("update-memory.json");
+    update["memory"]["limit"] = json!(64_i64 << 30);
+    update["memory"]["swap"] = json!(-1);
+    update["cpu"]["quota"] = json!(6_400_000);
+    update["cpu"]["period"] = json!(100_000);
+    update["cpu"]["shares"] = json!(262_144);
+    let out = enforce_update(&update, &policy(), &host()).unwrap();
+    assert_eq!(out.document["memory"]["limit"], json!(4_i64 << 30));
+    assert_eq!(out.document["memory"]["swap"], json!(4_i64 << 30));
+    assert_eq!(
+        out.document["cpu"],
+        json!({"shares": 1024, "quota": 200_000, "period": 100_000})
+    );
 }

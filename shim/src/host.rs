@@ -159,6 +159,74 @@ impl HostView for RealHost {
             })
             .collect()
     }
+
+    /// v1: the memsw files exist (`swapaccount=1`). v2: a child cgroup
+    /// has `memory.swap.max` (the root cgroup never does).
+    fn swap_limit_supported(&self) -> bool {
+        let root = Path::new("/sys/fs/cgroup");
+        if root.join("memory/memory.memsw.limit_in_bytes").exists() {
+            return true;
+        }
+        if !root.join("cgroup.controllers").exists() {
+            return false;
+        }
+        std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .find(|dir| dir.join("memory.max").exists())
+            .is_some_and(|dir| dir.join("memory.swap.max").exists())
+    }
+
+    fn memory_total(&self) -> Option<u64> {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        parse_mem_total(&text)
+    }
+
+    /// Our own limits: vibe-shim execs runc, which keeps them.
+    fn inherited_rlimit(&self, name: &str) -> Option<(u64, u64)> {
+        let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+        parse_limit(&text, name)
+    }
+}
+
+/// The `/proc/<pid>/limits` row names, by rlimit.
+const LIMIT_ROWS: &[(&str, &str)] = &[
+    ("RLIMIT_CPU", "Max cpu time"),
+    ("RLIMIT_FSIZE", "Max file size"),
+    ("RLIMIT_DATA", "Max data size"),
+    ("RLIMIT_STACK", "Max stack size"),
+    ("RLIMIT_CORE", "Max core file size"),
+    ("RLIMIT_RSS", "Max resident set"),
+    ("RLIMIT_NPROC", "Max processes"),
+    ("RLIMIT_NOFILE", "Max open files"),
+    ("RLIMIT_MEMLOCK", "Max locked memory"),
+    ("RLIMIT_AS", "Max address space"),
+    ("RLIMIT_LOCKS", "Max file locks"),
+    ("RLIMIT_SIGPENDING", "Max pending signals"),
+    ("RLIMIT_MSGQUEUE", "Max msgqueue size"),
+    ("RLIMIT_NICE", "Max nice priority"),
+    ("RLIMIT_RTPRIO", "Max realtime priority"),
+    ("RLIMIT_RTTIME", "Max realtime timeout"),
+];
+
+/// `(soft, hard)` of one rlimit from `/proc/<pid>/limits` text.
+pub fn parse_limit(text: &str, name: &str) -> Option<(u64, u64)> {
+    let (_, row) = LIMIT_ROWS.iter().find(|(n, _)| *n == name)?;
+    let line = text.lines().find(|l| l.starts_with(row))?;
+    let mut values = line[row.len()..].split_whitespace().map(|v| match v {
+        "unlimited" => Some(u64::MAX),
+        n => n.parse().ok(),
+    });
+    Some((values.next()??, values.next()??))
+}
+
+/// `MemTotal:  24000000 kB` in bytes.
+pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 // -- namespaces, root and cgroups (issue 8 item 6) --
@@ -393,6 +461,27 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("runtime-b/ns/c2")).unwrap();
         let found = host.runc_rootfses(&dir.path().join("runtime-*/*/*"));
         assert_eq!(found, [(c, PathBuf::from("/r/1"))]);
+    }
+
+    #[test]
+    fn mem_total_is_parsed_in_bytes() {
+        assert_eq!(
+            parse_mem_total("MemFree: 1 kB\nMemTotal:       24000 kB\n"),
+            Some(24_576_000)
+        );
+        assert_eq!(parse_mem_total("MemTotal: lots\n"), None);
+        assert!(RealHost::new().memory_total().unwrap() > 1 << 20);
+    }
+
+    #[test]
+    fn limits_are_parsed() {
+        let text = "Limit Soft Limit Hard Limit Units\n\
+                    Max open files            1024                 unlimited            files\n\
+                    Max nice priority         0                    0\n";
+        assert_eq!(parse_limit(text, "RLIMIT_NOFILE"), Some((1024, u64::MAX)));
+        assert_eq!(parse_limit(text, "RLIMIT_NICE"), Some((0, 0)));
+        assert_eq!(parse_limit(text, "RLIMIT_CORE"), None);
+        assert!(RealHost::new().inherited_rlimit("RLIMIT_NOFILE").is_some());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `filesystem.home = "tmpfs"`: with a read-only root the process still needs
-//! a writable HOME, so it gets a private tmpfs owned by the process user.
+//! a writable HOME, so it gets a private tmpfs owned by the process user,
+//! mode 0700, of `resources.tmpfs_max` bytes.
 //!
 //! The HOME directory is the process's `HOME` if that is an absolute path
 //! other than `/` and outside `/proc`, `/sys` and `/dev`; otherwise `/root`
@@ -110,6 +111,7 @@ pub fn apply_mount(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Resu
             "mode=0700",
             format!("uid={uid}"),
             format!("gid={gid}"),
+            format!("size={}", cx.policy.resources.tmpfs_max.0),
         ],
     });
     replace_mount_at(mounts, &home, mount, RULE, rec);
@@ -162,7 +164,14 @@ mod tests {
         let mount = mount_at(&spec, "/root").unwrap();
         assert_eq!(
             mount["options"],
-            json!(["nosuid", "nodev", "mode=0700", "uid=0", "gid=0"])
+            json!([
+                "nosuid",
+                "nodev",
+                "mode=0700",
+                "uid=0",
+                "gid=0",
+                "size=1073741824"
+            ])
         );
         let fields: Vec<_> = rec.changes.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(fields, ["/process/env", "/mounts/10"]);
@@ -183,7 +192,14 @@ mod tests {
         assert_eq!(spec["mounts"][0]["destination"], "/home/agent");
         assert_eq!(
             spec["mounts"][0]["options"],
-            json!(["nosuid", "nodev", "mode=0700", "uid=1000", "gid=1001"])
+            json!([
+                "nosuid",
+                "nodev",
+                "mode=0700",
+                "uid=1000",
+                "gid=1001",
+                "size=1073741824"
+            ])
         );
     }
 

@@ -45,10 +45,34 @@ pub fn run(global_config: &Path, args: &[OsString]) -> Result<(String, bool), Po
 }
 
 fn check(config: &Path, policy: &Policy) -> Result<String, PolicyCmdError> {
-    Ok(format!(
+    let mut out = format!(
         "# {} is valid; effective policy:\n{}\n",
         config.display(),
         serde_json::to_string_pretty(policy)?
+    );
+    let mut warnings = policy.warnings();
+    warnings.extend(shared_uid_warning(policy, |uid| {
+        nix::unistd::User::from_uid(uid.into())
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+    }));
+    for warning in warnings {
+        let _ = writeln!(out, "# warning: {warning}");
+    }
+    Ok(out)
+}
+
+/// A forced `process.user` whose uid a host account uses (looked up through
+/// NSS: /etc/passwd and any directory service) shares that account's
+/// per-uid kernel limits and lets it read the containers' /proc entries.
+fn shared_uid_warning(policy: &Policy, account: impl Fn(u32) -> Option<String>) -> Option<String> {
+    let (uid, _) = policy.process.forced_user()?;
+    let name = account(uid)?;
+    Some(format!(
+        "process.user uid {uid} is the host account {name:?}: every container and that \
+         account share its per-uid limits (inotify instances, RLIMIT_NPROC), and the account \
+         can read the containers' /proc/<pid>/environ; use a uid no host account has (see README)"
     ))
 }
 
@@ -105,4 +129,45 @@ fn explain(
     }
     let _ = writeln!(out, "{} change(s); {verdict}", changes.len());
     Ok((out, ok))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_uid_is_warned_about() {
+        let mut policy = Policy::default();
+        assert_eq!(shared_uid_warning(&policy, |_| Some("x".into())), None);
+        policy.process.user = Some("1000:1000".into());
+        let lookup = |uid| (uid == 1000).then(|| "cloudsdk".to_string());
+        let warning = shared_uid_warning(&policy, lookup).unwrap();
+        assert!(
+            warning.contains("\"cloudsdk\"") && warning.contains("environ"),
+            "{warning}"
+        );
+        policy.process.user = Some("61000:61000".into());
+        assert_eq!(shared_uid_warning(&policy, lookup), None);
+    }
+
+    #[test]
+    fn check_prints_warnings() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("c.toml");
+        std::fs::write(
+            &config,
+            "[process]\nuser = \"0:0\"\nenv_allow = [\"LC_*\"]\n",
+        )
+        .unwrap();
+        let policy = crate::policy_file::load(&config).unwrap();
+        let out = check(&config, &policy).unwrap();
+        assert!(
+            out.contains("# warning: process.env_allow: \"LC_*\""),
+            "{out}"
+        );
+        assert!(
+            out.contains("# warning: process.user uid 0 is the host account \"root\""),
+            "{out}"
+        );
+    }
 }

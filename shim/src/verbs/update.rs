@@ -7,6 +7,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::Read;
 
 use serde_json::{json, Value};
+use vibe_policy::config::parse_size;
 use vibe_policy::rules::pids;
 use vibe_policy::{enforce_update, Change, Denial, Record, Refusal};
 
@@ -60,7 +61,97 @@ fn rewrite(
         &mut record,
     );
     changes.extend(record.changes);
+    changes.extend(clamp_resource_flags(ctx, items, &mut edits)?);
     Ok((edits.apply(args), changes))
+}
+
+/// runc's memory and CPU flags: (flag, section, field, a size like `64m`).
+const RESOURCE_FLAGS: &[(&str, &str, &str, bool)] = &[
+    ("memory", "memory", "limit", true),
+    ("memory-swap", "memory", "swap", true),
+    ("memory-reservation", "memory", "reservation", true),
+    ("cpu-quota", "cpu", "quota", false),
+    ("cpu-period", "cpu", "period", false),
+    ("cpu-share", "cpu", "shares", false),
+];
+
+/// The memory and CPU flags (used by runc when `--resources` is absent) go
+/// through the same update rules as a `--resources` document: the flags
+/// are read as runc reads them into that document, judged, and each
+/// changed value written back as plain numbers. A flag the rules add (the
+/// period that goes with a quota) is put before the container id. Kernel
+/// memory flags are left: v1 charges kernel memory to `--memory` too.
+fn clamp_resource_flags(
+    ctx: &Ctx,
+    items: &[Item],
+    edits: &mut Edits,
+) -> Result<Vec<Change>, Refusal> {
+    let mut doc = json!({});
+    let mut given = Vec::new();
+    for &(flag, section, field, size) in RESOURCE_FLAGS {
+        let Some((item, text)) = edits.keep_last_flag(items, flag) else {
+            continue;
+        };
+        let text = lossy(&text);
+        let value = flag_number(&text, size).ok_or_else(|| {
+            refusal(Denial::new(
+                "resources",
+                format!("--{flag}"),
+                text.clone(),
+                "not a number vibe-shim can judge",
+            ))
+        })?;
+        doc[section][field] = value;
+        given.push((flag, section, field, item, text));
+    }
+    if given.is_empty() {
+        return Ok(Vec::new());
+    }
+    let judged = enforce_update(&doc, &ctx.policy, &ctx.host)?.document;
+    let mut rec = Record::default();
+    for &(flag, section, field, _) in RESOURCE_FLAGS {
+        let after = &judged[section][field];
+        if after.is_null() {
+            continue;
+        }
+        let new_text = after.to_string();
+        match given.iter().find(|g| g.0 == flag) {
+            Some((_, _, _, item, text)) => {
+                if doc[section][field] != *after {
+                    edits.set_flag_value(item, OsStr::new(&new_text));
+                    rec.change(
+                        "resources",
+                        format!("--{flag}"),
+                        json!(text),
+                        json!(new_text),
+                    );
+                }
+            }
+            None => {
+                edits.prepend([OsString::from(format!("--{flag}={new_text}"))]);
+                rec.change(
+                    "resources",
+                    format!("--{flag}"),
+                    Value::Null,
+                    json!(new_text),
+                );
+            }
+        }
+    }
+    Ok(rec.changes)
+}
+
+/// A flag value as runc parses it: `-1` or a size (`64m`) for memory,
+/// an integer for CPU. `None` where vibe-shim's reading could differ.
+fn flag_number(text: &str, size: bool) -> Option<Value> {
+    let text = text.trim();
+    if size && text != "-1" {
+        return parse_size(text).map(Value::from);
+    }
+    text.parse::<i64>()
+        .ok()
+        .map(Value::from)
+        .or_else(|| text.parse::<u64>().ok().map(Value::from))
 }
 
 fn read_resources(source: &OsStr, stdin: &mut dyn Read) -> std::io::Result<Vec<u8>> {
@@ -129,6 +220,92 @@ mod tests {
         assert!(changes.is_empty());
         let (out, _) = run(&["ctr", "--pids-limit", "0"], "");
         assert_eq!(out, ["ctr", "--pids-limit", "512"]);
+    }
+
+    #[test]
+    fn memory_and_cpu_flags_are_clamped() {
+        let (out, changes) = run(
+            &[
+                "--memory",
+                "64g",
+                "--memory-swap=-1",
+                "--cpu-quota",
+                "6400000",
+                "ctr",
+            ],
+            "",
+        );
+        let max = (4u64 << 30).to_string();
+        assert_eq!(
+            out,
+            [
+                "--cpu-period=100000",
+                "--memory",
+                &max,
+                &format!("--memory-swap={max}"),
+                "--cpu-quota",
+                "200000",
+                "ctr"
+            ]
+        );
+        assert_eq!(changes.len(), 4, "{changes:?}");
+        let (out, _) = run(
+            &["--cpu-share", "262144", "--cpu-period", "1000", "ctr"],
+            "",
+        );
+        assert_eq!(
+            out,
+            [
+                "--cpu-quota=2000",
+                "--cpu-share",
+                "1024",
+                "--cpu-period",
+                "1000",
+                "ctr"
+            ]
+        );
+        // Within the policy: untouched.
+        let (out, changes) = run(
+            &["--memory", "64m", "--memory-reservation", "32m", "ctr"],
+            "",
+        );
+        assert_eq!(
+            out,
+            ["--memory", "64m", "--memory-reservation", "32m", "ctr"]
+        );
+        assert!(changes.is_empty());
+        // Repeated: only the last reaches runc, and it is the one judged.
+        let (out, _) = run(&["--memory", "1m", "--memory", "64g", "ctr"], "");
+        assert_eq!(out, ["--memory", &max, "ctr"]);
+    }
+
+    #[test]
+    fn unreadable_resource_flags_are_refused() {
+        for bad in [
+            ["--memory", "1.5g"],
+            ["--cpu-quota", "lots"],
+            ["--memory-swap", "0x10"],
+        ] {
+            let args: Vec<OsString> = bad.iter().chain(&["ctr"]).map(OsString::from).collect();
+            let items = scan_verb(&args, UPDATE_FLAGS, false);
+            let err = rewrite(&ctx(), &args, &items, &mut "".as_bytes()).unwrap_err();
+            assert_eq!(err.denial.rule, "resources");
+            assert_eq!(err.denial.field, bad[0]);
+        }
+    }
+
+    #[test]
+    fn resources_document_memory_and_cpus_are_clamped() {
+        let stdin = r#"{"memory":{"limit":68719476736,"swap":-1},"cpu":{"quota":6400000,"period":100000,"shares":262144}}"#;
+        let (out, changes) = run(&["--resources", "-", "ctr"], stdin);
+        let written: Value = serde_json::from_slice(&std::fs::read(&out[1]).unwrap()).unwrap();
+        assert_eq!(written["memory"]["limit"], 4u64 << 30);
+        assert_eq!(written["memory"]["swap"], 4u64 << 30);
+        assert_eq!(
+            written["cpu"],
+            json!({"quota": 200000, "period": 100000, "shares": 1024})
+        );
+        assert_eq!(changes.len(), 4);
     }
 
     #[test]
