@@ -17,8 +17,6 @@ use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-#[cfg(test)] // the tests read lists with it
-use crate::json::strings;
 use crate::json::{
     as_object, clean_path, field, is_string_array, set, str_field, str_items, string_array,
 };
@@ -165,20 +163,11 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
 mod tests {
     use super::*;
     use crate::config::Policy;
+    use crate::rules::options_at;
     use serde_json::json;
 
     fn run(spec: &mut Value) -> Result<Record, Denial> {
         crate::rules::run_rule(apply, spec, &Policy::default())
-    }
-
-    fn options_at(spec: &Value, dest: &str) -> Vec<String> {
-        let mount = spec["mounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["destination"] == dest)
-            .unwrap();
-        strings(mount.get("options"))
     }
 
     #[test]

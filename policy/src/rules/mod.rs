@@ -51,3 +51,13 @@ pub(crate) fn run_rule(
     let mut rec = crate::Record::default();
     rule(doc, &cx, &mut rec).map(|()| rec)
 }
+
+/// Test helper: the options of the mount at `dest` in a spec.
+#[cfg(test)]
+pub(crate) fn options_at(spec: &serde_json::Value, dest: &str) -> Vec<String> {
+    let mount = spec["mounts"]
+        .as_array()
+        .and_then(|mounts| mounts.iter().find(|m| m["destination"] == dest))
+        .unwrap_or_else(|| panic!("no mount at {dest}"));
+    crate::json::strings(mount.get("options"))
+}

@@ -225,6 +225,7 @@ mod tests {
     use super::*;
     use crate::config::Policy;
     use crate::json::strings;
+    use crate::rules::options_at;
 
     fn run(spec: &mut Value, policy: &Policy) -> Record {
         crate::rules::run_rule(apply, spec, policy).unwrap()
@@ -317,16 +318,6 @@ mod tests {
         let mut policy = Policy::default();
         policy.resources.tmpfs_max = crate::config::ByteSize(16 << 20);
         policy
-    }
-
-    fn options_at(spec: &Value, dest: &str) -> Vec<String> {
-        let mount = spec["mounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["destination"] == dest)
-            .unwrap();
-        strings(mount.get("options"))
     }
 
     #[test]
