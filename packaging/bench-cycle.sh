@@ -48,20 +48,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A busybox-only rootfs shared by both bundles (read-only root).
-mkdir -p "$WORK/rootfs"/{bin,etc,proc,sys,dev,tmp,run,root}
-chmod 755 "$WORK/rootfs"
-cp /bin/busybox "$WORK/rootfs/bin/busybox"
-ln -s busybox "$WORK/rootfs/bin/true"
-ln -s busybox "$WORK/rootfs/bin/sh"
-
+# A busybox-only rootfs inside each bundle (read-only root): vibe-shim
+# takes a root filesystem only from inside the bundle (or an overlay mount).
 (cd "$WORK" && "$RUNC" spec)
-jq --arg rootfs "$WORK/rootfs" \
-    '.root.path = $rootfs | .root.readonly = true
+jq '.root.path = "rootfs" | .root.readonly = true
      | .process.terminal = false | .process.args = ["/bin/true"]' \
     "$WORK/config.json" >"$WORK/pristine.json"
 for b in runc shim floor; do
-    mkdir -p "$WORK/bundle-$b"
+    rootfs=$WORK/bundle-$b/rootfs
+    mkdir -p "$rootfs"/{bin,etc,proc,sys,dev,tmp,run,root}
+    chmod 755 "$rootfs"
+    cp /bin/busybox "$rootfs/bin/busybox"
+    ln -s busybox "$rootfs/bin/true"
+    ln -s busybox "$rootfs/bin/sh"
     cp "$WORK/pristine.json" "$WORK/bundle-$b/config.json"
 done
 
@@ -81,7 +80,10 @@ printf '\n[runtime]\npath = "/bin/true"\n' >>"$WORK/policy-true.toml"
 # itself (seccomp filter, extra tmpfs mounts), which plain runc would pay too.
 cp "$WORK/pristine.json" "$WORK/bundle-shim/config.json"
 "$SHIM" --config "$WORK/policy-true.toml" --root "$ROOT" create --bundle "$WORK/bundle-shim" bench-prep
-jq '.hooks |= with_entries(.value |= map(select((.args // []) | index("vibe-shim-network-hook") | not)))' \
+"$SHIM" --config "$WORK/policy-true.toml" --root "$ROOT" delete -f bench-prep
+# The judged spec names bundle-shim's rootfs: each bundle uses its own.
+jq '.hooks |= with_entries(.value |= map(select((.args // []) | index("vibe-shim-network-hook") | not)))
+    | .root.path = "rootfs"' \
     "$WORK/bundle-shim/config.json" >"$WORK/compliant.json"
 cp "$WORK/compliant.json" "$WORK/pristine.json"
 jq '.hooks.createRuntime += [{"path": "/bin/true", "args": ["true"]}]' \

@@ -166,6 +166,15 @@ pub fn remove_host_rules(id: &str) -> Result<(), HookError> {
     let Some(name) = ruleset::host_table_name(id) else {
         return Ok(());
     };
+    // A lookup is cheap; a delete batch goes through a commit (~10 ms) even
+    // when the table is absent, and only open mode makes one.
+    let exists = nftables::read_table_named(&name).map_err(|e| HookError::HostTable {
+        name: name.clone(),
+        reason: e.to_string(),
+    })?;
+    if exists.is_none() {
+        return Ok(());
+    }
     nftables::delete_table(&name).map_err(|e| HookError::HostTable {
         name,
         reason: e.to_string(),
