@@ -188,6 +188,7 @@ cp "$WORK/pristine.json" "$WORK/bundle-shim/config.json"
 rss_explain=$(rss "$SHIM" policy explain --bundle "$WORK/bundle-shim" --config "$POLICY")
 cp "$WORK/pristine.json" "$WORK/bundle-shim/config.json"
 rss_create=$(rss "$SHIM" --config "$WORK/policy-true.toml" --root "$ROOT" create --bundle "$WORK/bundle-shim" bench-rss)
+"$SHIM" --config "$WORK/policy-true.toml" --root "$ROOT" delete -f bench-rss >/dev/null 2>&1 || true
 rss_true=$(rss /bin/true)
 rss_runc=$(rss "$RUNC" --version)
 
