@@ -149,13 +149,7 @@ mod tests {
             container_id: "c1".into(),
             ..CreateContext::default()
         };
-        let cx = RuleContext {
-            policy: &policy,
-            host,
-            create: Some(&create),
-            process_field: "/process",
-        };
-        apply(spec, &cx, &mut Record::default())
+        crate::rules::run_rule_with(apply, spec, &policy, host, Some(&create)).map(drop)
     }
 
     fn spec(path: &str) -> Value {

@@ -556,14 +556,7 @@ mod tests {
             container_id: ID.into(),
             ..CreateContext::default()
         };
-        let cx = RuleContext {
-            policy,
-            host,
-            create: Some(&create),
-            process_field: "/process",
-        };
-        let mut rec = Record::default();
-        apply(spec, &cx, &mut rec).map(|()| rec)
+        crate::rules::run_rule_with(apply, spec, policy, host, Some(&create))
     }
 
     fn run(spec: &mut Value, host: &FakeHost) -> Result<Record, Denial> {

@@ -41,11 +41,22 @@ pub(crate) fn run_rule(
     doc: &mut serde_json::Value,
     policy: &crate::Policy,
 ) -> Result<crate::Record, crate::Denial> {
-    let host = crate::FakeHost::new();
+    run_rule_with(rule, doc, policy, &crate::FakeHost::new(), None)
+}
+
+/// Test helper: [`run_rule`] on a given host and create context.
+#[cfg(test)]
+pub(crate) fn run_rule_with(
+    rule: crate::engine::SpecRule,
+    doc: &mut serde_json::Value,
+    policy: &crate::Policy,
+    host: &crate::FakeHost,
+    create: Option<&crate::CreateContext>,
+) -> Result<crate::Record, crate::Denial> {
     let cx = crate::engine::RuleContext {
         policy,
-        host: &host,
-        create: None,
+        host,
+        create,
         process_field: "/process",
     };
     let mut rec = crate::Record::default();

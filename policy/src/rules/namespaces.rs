@@ -212,15 +212,7 @@ mod tests {
     }
 
     fn run(spec: &mut Value, host: &FakeHost) -> Result<Record, Denial> {
-        let policy = Policy::default();
-        let cx = RuleContext {
-            policy: &policy,
-            host,
-            create: None,
-            process_field: "/process",
-        };
-        let mut rec = Record::default();
-        apply(spec, &cx, &mut rec).map(|_| rec)
+        crate::rules::run_rule_with(apply, spec, &Policy::default(), host, None)
     }
 
     #[test]

@@ -319,20 +319,8 @@ mod tests {
     }
 
     fn run_with(doc: &mut Value, update: bool, host: &FakeHost) -> Result<Record, Denial> {
-        let policy = policy();
-        let cx = RuleContext {
-            policy: &policy,
-            host,
-            create: None,
-            process_field: "/process",
-        };
-        let mut rec = Record::default();
-        if update {
-            apply_update(doc, &cx, &mut rec)?;
-        } else {
-            apply(doc, &cx, &mut rec)?;
-        }
-        Ok(rec)
+        let rule = if update { apply_update } else { apply };
+        crate::rules::run_rule_with(rule, doc, &policy(), host, None)
     }
 
     fn run(doc: &mut Value, update: bool) -> Record {
