@@ -10,6 +10,7 @@
 //! that has entered it; the calling thread never changes namespace, and
 //! writes nothing to the host but that one per-container table.
 
+pub mod egress;
 pub mod nfnetlink;
 pub mod nft;
 pub mod nftables;
@@ -321,7 +322,7 @@ enum RoutePlan {
 fn route_plan(net: &NetworkSection) -> RoutePlan {
     match net.mode {
         NetworkMode::Open => RoutePlan::Keep,
-        NetworkMode::None => RoutePlan::NoDefault,
+        NetworkMode::None | NetworkMode::Proxy => RoutePlan::NoDefault,
         NetworkMode::Allowlist => {
             let mut targets: Vec<IpNet> = net.allow.iter().map(|r| r.net).collect();
             targets.extend(

@@ -182,6 +182,7 @@ pub fn policy_tag(net: &NetworkSection) -> String {
         NetworkMode::None => "none",
         NetworkMode::Allowlist => "allowlist",
         NetworkMode::Open => "open",
+        NetworkMode::Proxy => "proxy",
     };
     let allow: Vec<String> = net.allow.iter().map(|r| r.to_string()).collect();
     let resolvers: Vec<String> = net.resolvers.iter().map(|r| r.to_string()).collect();
@@ -235,7 +236,7 @@ pub fn output_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
     // The comment marks the table as ours and names the policy: a rule
     // comment, because a table's comment cannot change once it exists.
     rules.push(Rule::new(vec![Match::OifLoopback], Verdict::Accept).tagged(&policy_tag(net)));
-    if net.mode == NetworkMode::None {
+    if net.mode.loopback_only() {
         // Nothing but loopback, not even replies: nothing comes in either.
         rules.push(Rule::new(Vec::new(), Verdict::RejectAdminProhibited));
         return rules;
@@ -270,7 +271,7 @@ pub fn output_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
                 ));
             }
         }
-        NetworkMode::None => {}
+        NetworkMode::None | NetworkMode::Proxy => {}
     }
     rules.push(Rule::new(Vec::new(), Verdict::RejectAdminProhibited));
     rules
@@ -281,7 +282,7 @@ pub fn output_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
 pub fn input_rules(net: &NetworkSection) -> Vec<Rule> {
     let mut rules =
         vec![Rule::new(vec![Match::IifLoopback], Verdict::Accept).tagged(&policy_tag(net))];
-    if net.mode == NetworkMode::None {
+    if net.mode.loopback_only() {
         return rules;
     }
     rules.push(Rule::new(

@@ -198,6 +198,18 @@ pub enum NetworkMode {
     Allowlist,
     /// The internet, but nothing private, link-local, multicast or on the host.
     Open,
+    /// Loopback only, like `None`; the one way out is the egress proxy that
+    /// `vibe-shim egress` listens with on the container's 127.0.0.1:3128,
+    /// tunnelling only to `hosts` (issue 12).
+    Proxy,
+}
+
+impl NetworkMode {
+    /// The wall lets nothing past loopback: `none`, and `proxy` (whose way
+    /// out is a listener on the container's own loopback).
+    pub fn loopback_only(self) -> bool {
+        matches!(self, NetworkMode::None | NetworkMode::Proxy)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -323,6 +335,14 @@ pub struct NetworkSection {
     pub inbound: bool,
     /// The resolvers `dns = true` allows (the admin's list, IPv4 or IPv6).
     pub resolvers: Vec<IpAddr>,
+    /// mode "proxy": the names the proxy tunnels to (`name`, `*.name`,
+    /// optionally `:PORT`).
+    pub hosts: Vec<String>,
+    /// mode "proxy": the ports a `hosts` entry without its own port allows.
+    pub ports: Vec<u16>,
+    /// mode "proxy": false is report mode (allow, but log what would be
+    /// denied).
+    pub enforce: bool,
 }
 
 impl Default for NetworkSection {
@@ -334,6 +354,9 @@ impl Default for NetworkSection {
             nft: None,
             inbound: false,
             resolvers: Vec::new(),
+            hosts: Vec::new(),
+            ports: vec![80, 443],
+            enforce: true,
         }
     }
 }
@@ -823,7 +846,7 @@ impl Policy {
                 "entries only apply with mode \"allowlist\"".into(),
             ));
         }
-        if self.network.mode == NetworkMode::None && self.network.inbound {
+        if self.network.mode.loopback_only() && self.network.inbound {
             return Err(invalid(
                 "network.inbound",
                 "mode \"none\" allows no traffic but loopback; inbound needs \"allowlist\" or \"open\""
