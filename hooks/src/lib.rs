@@ -109,7 +109,15 @@ pub fn hook_entry(shim_exe: &Path, config: &Path) -> serde_json::Value {
 pub fn run_network_hook(state_json: &[u8], net: &NetworkSection) -> Result<(), HookError> {
     let state = ContainerState::parse(state_json)?;
     let netns = open_container_netns(state.pid)?;
-    apply(&state.id, netns, net)
+    apply(&state.id, netns, net, Phase::Create)
+}
+
+/// Which table [`apply`] installs: the `createRuntime` hook's, or the strict
+/// one once the container is about to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Create,
+    Start,
 }
 
 /// Called by the shim before `runc start`: the table must still be ours;
@@ -122,7 +130,7 @@ pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<()
     let expected = ruleset::policy_tag(net);
     let reader = clone_fd(&netns)?;
     let open = net.mode == NetworkMode::Open;
-    let (allowed, current) = in_netns(reader, move || {
+    let (allowed, current, relaxed) = in_netns(reader, move || {
         let table = nftables::read_table()?.ok_or(HookError::TableMissing)?;
         if !table.is_ours(&expected) {
             return Err(HookError::TableForeign { expected });
@@ -132,9 +140,18 @@ pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<()
         } else {
             Vec::new()
         };
-        Ok((table.source_addrs(), current))
+        let relaxed = table
+            .rules
+            .iter()
+            .any(|r| r.comment.as_deref() == Some(ruleset::UNTIL_START_TAG));
+        Ok((table.source_addrs(), current, relaxed))
     })?;
     if !open {
+        if relaxed {
+            // The create-time rule for the engine goes before any client
+            // process runs.
+            return apply(id, netns, net, Phase::Start);
+        }
         let plan = route_plan(net);
         return in_netns(netns, move || route_work(plan));
     }
@@ -153,10 +170,10 @@ pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<()
     let mut wanted = current;
     wanted.sort();
     wanted.dedup();
-    if host_there && covered == wanted {
+    if host_there && covered == wanted && !relaxed {
         return Ok(());
     }
-    apply(id, netns, net)
+    apply(id, netns, net, Phase::Start)
 }
 
 /// Removes what [`run_network_hook`] put in the host's namespace for
@@ -186,7 +203,7 @@ pub fn remove_host_rules(id: &str) -> Result<(), HookError> {
 /// the container's addresses first, covers them in the host table, and only
 /// then lets them out of the container's table: an address that appears
 /// later has no egress until this runs again.
-fn apply(id: &str, netns: File, net: &NetworkSection) -> Result<(), HookError> {
+fn apply(id: &str, netns: File, net: &NetworkSection, phase: Phase) -> Result<(), HookError> {
     let nft = net.nft.as_deref().map(nft::check_executable).transpose()?;
     let mut facts = Facts::default();
     if net.mode == NetworkMode::Open {
@@ -200,7 +217,10 @@ fn apply(id: &str, netns: File, net: &NetworkSection) -> Result<(), HookError> {
         };
         installed.map_err(|reason| HookError::HostTable { name, reason })?;
     }
-    let table = ruleset::container_table(net, &facts);
+    let table = match phase {
+        Phase::Create => ruleset::creating_table(net, &facts),
+        Phase::Start => ruleset::container_table(net, &facts),
+    };
     let plan = route_plan(net);
     in_netns(netns, move || {
         match nft {

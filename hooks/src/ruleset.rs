@@ -225,6 +225,38 @@ pub fn container_table(net: &NetworkSection, facts: &Facts) -> Table {
     }
 }
 
+/// Comment on the one rule the hook adds only until `start` (see
+/// [`creating_table`]); the start check removes the rule by replacing the
+/// table with [`container_table`].
+pub const UNTIL_START_TAG: &str = "vibe-shim until start: engine neighbour advertisement";
+
+/// The table the `createRuntime` hook installs. For the loopback-only modes
+/// it is [`container_table`] plus one output rule accepting ICMPv6 neighbour
+/// advertisements: Docker 28+ moves the interface in after `runc create`
+/// and sends an unsolicited advertisement from the namespace, failing the
+/// container when the wall rejects it. Until `start` no client process runs
+/// in the namespace (runc's init waits on its fifo), so only the engine can
+/// use the rule; the start check replaces the table with the strict one.
+pub fn creating_table(net: &NetworkSection, facts: &Facts) -> Table {
+    let mut table = container_table(net, facts);
+    if net.mode.loopback_only() {
+        if let Some(output) = table.chains.iter_mut().find(|c| c.hook == Hook::Output) {
+            // Right after the loopback accept, before the final reject.
+            let at = output
+                .rules
+                .iter()
+                .position(|r| r.matches == [Match::OifLoopback])
+                .map_or(0, |i| i + 1);
+            output.rules.insert(
+                at,
+                Rule::new(vec![Match::Icmpv6Type(ND_NEIGHBOR_ADVERT)], Verdict::Accept)
+                    .tagged(UNTIL_START_TAG),
+            );
+        }
+    }
+    table
+}
+
 /// The output chain's rules for this policy, in order.
 pub fn output_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
     let mut rules = Vec::new();
@@ -570,6 +602,39 @@ table inet vibe_shim {{\n\
 }}\n"
         );
         assert_eq!(text, expected);
+    }
+
+    /// Before start, none mode lets out only the engine's neighbour
+    /// advertisement; the strict table (what start installs) does not.
+    #[test]
+    fn creating_table_adds_only_the_advertisement_until_start() {
+        for mode in [NetworkMode::None, NetworkMode::Proxy] {
+            let net = section(mode, &[], false);
+            let strict = container_table(&net, &Facts::default());
+            let creating = creating_table(&net, &Facts::default());
+            let text = ruleset(&creating);
+            let tag = policy_tag(&net);
+            let want = format!(
+                "\t\tmeta oiftype loopback accept comment \"{tag}\"\n\
+\t\ticmpv6 type nd-neighbor-advert accept comment \"{UNTIL_START_TAG}\"\n\
+\t\treject with icmpx admin-prohibited\n"
+            );
+            assert!(text.contains(&want), "{text}");
+            assert!(!ruleset(&strict).contains("nd-neighbor-advert"));
+            // Only that one output rule differs.
+            let mut relaxed = creating.clone();
+            relaxed.chains[0]
+                .rules
+                .retain(|r| r.comment.as_deref() != Some(UNTIL_START_TAG));
+            assert_eq!(relaxed, strict);
+        }
+        for mode in [NetworkMode::Allowlist, NetworkMode::Open] {
+            let net = section(mode, &["203.0.113.5"], false);
+            assert_eq!(
+                creating_table(&net, &Facts::default()),
+                container_table(&net, &Facts::default())
+            );
+        }
     }
 
     /// Mode none lets nothing but loopback in or out: not even replies.
