@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The sid phase of tests/run.sh, also runnable alone after a release build:
+#
+#   sudo tests/env/sid-run.sh [--tree DIR]
+#
+# sid-up.sh (a fresh debootstrapped tree, or DIR reused: see sid-up.sh),
+# then every tests/tests/e2e_*.rs suite against the sid dockerd as run.sh
+# runs them against the host's (e2e_network alone, one thread), then
+# sid-down.sh, always. Exit status non-zero if any part failed.
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$REPO"
+export REPO
+export VIBE_SHIM_BIN=${VIBE_SHIM_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/vibe-shim}
+export VIBE_TEST_STATE=${VIBE_TEST_SID_STATE:-/run/vibe-test-sid}
+# Runtimes are the sid daemon's own vibe-shim, vibe-shim-<stem>.
+unset VIBE_TEST_RUNTIME
+THREADS=${VIBE_TEST_THREADS:-4}
+for dir in "$HOME/.cargo/bin" /root/.cargo/bin; do
+    [ -x "$dir/cargo" ] && PATH=$dir:$PATH
+done
+
+start=$SECONDS
+failed=()
+timed() {
+    local name=$1 t0=$SECONDS rc=0
+    shift
+    echo "== sid: $name"
+    "$@" || rc=$?
+    echo "== sid: $name: exit $rc in $((SECONDS - t0))s"
+    [ "$rc" = 0 ] || failed+=("$name")
+    return "$rc"
+}
+finish() {
+    timed down bash tests/env/sid-down.sh
+    echo "== sid phase: $((SECONDS - start))s${failed[*]:+, FAILED: ${failed[*]}}"
+    [ ${#failed[@]} -eq 0 ]
+}
+trap 'finish; exit $?' EXIT
+
+timed up bash tests/env/sid-up.sh "$@" || exit 1
+
+suites=()
+net=()
+for file in tests/tests/e2e_*.rs; do
+    name=$(basename "$file" .rs)
+    if [ "$name" = e2e_network ]; then net=(--test "$name"); else suites+=(--test "$name"); fi
+done
+if [ ${#suites[@]} -gt 0 ]; then
+    timed e2e cargo test --release --no-fail-fast -p vibe-shim-tests "${suites[@]}" \
+        -- --ignored --test-threads="$THREADS"
+fi
+if [ ${#net[@]} -gt 0 ]; then
+    timed e2e-network cargo test --release --no-fail-fast -p vibe-shim-tests "${net[@]}" \
+        -- --ignored --test-threads=1
+fi
