@@ -98,7 +98,7 @@ step() {
 PACKAGES=(
     docker.io runc busybox-static nftables podman containerd tini
     libseccomp-dev pkg-config build-essential iproute2 iptables jq time
-    ca-certificates curl git procps
+    ca-certificates curl git procps debootstrap
 )
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -208,5 +208,15 @@ if [ ${#NET_SUITE[@]} -gt 0 ]; then
     step e2e-network cargo test --release --no-fail-fast -p vibe-shim-tests "${NET_SUITE[@]}" \
         -- --ignored --test-threads=1 || true
 fi
+
+# ---- 5b. the same suites on Debian sid's stack (issue 11) -------------------
+# Docker 28, containerd 2, runc 1.3 and podman 5 from a tree debootstrapped
+# fresh for this run, beside the host dockerd above: sid-up.sh, every e2e
+# suite again (the network one alone), sid-down.sh (always). Alone:
+# `sudo tests/env/sid-run.sh`. A failure there fails CI.
+sid_phase() {
+    step sid-stack env VIBE_TEST_THREADS="$THREADS" bash tests/env/sid-run.sh || true
+}
+sid_phase
 
 # ---- 6. down.sh runs from the EXIT trap --------------------------------------
