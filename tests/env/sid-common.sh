@@ -101,3 +101,19 @@ EOF
             ipam_options: {driver: "host-local"}
         }' >"$tree/etc/containers/networks/vibesid.json"
 }
+
+# The FORWARD accepts for our bridge: $1 is -I (add, once) or -D (delete).
+sid_forward_rules() {
+    local cmd dir
+    for cmd in iptables ip6tables; do
+        command -v "$cmd" >/dev/null || continue
+        for dir in -i -o; do
+            local rule=(FORWARD "$dir" "$SID_BRIDGE" -m comment --comment vibe-test-sid -j ACCEPT)
+            if [ "$1" = -I ]; then
+                "$cmd" -C "${rule[@]}" 2>/dev/null || "$cmd" -I "${rule[@]}"
+            else
+                while "$cmd" -D "${rule[@]}" 2>/dev/null; do :; done
+            fi
+        done
+    done
+}

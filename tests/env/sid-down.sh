@@ -67,6 +67,7 @@ for dir in /proc/[0-9]*; do
     esac
 done
 
+sid_forward_rules -D
 for link in "$SID_BRIDGE" "$SID_PODMAN_BRIDGE"; do
     if ip link show "$link" >/dev/null 2>&1; then
         log "removing bridge $link"

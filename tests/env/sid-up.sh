@@ -131,6 +131,10 @@ if ! ip -4 addr show dev "$SID_BRIDGE" | grep -q "inet ${SID_BRIDGE_CIDR%/*}/"; 
     ip addr add "$SID_BRIDGE_CIDR" dev "$SID_BRIDGE"
 fi
 ip link set "$SID_BRIDGE" up
+# With "iptables": false the sid dockerd adds no forwarding rules, and the
+# host dockerd (when running) sets FORWARD's policy to DROP: accept what
+# crosses our bridge, in rules that name it (sid-down.sh deletes them).
+sid_forward_rules -I
 
 runtimes=$(runtimes_json)
 jq -n \
@@ -200,6 +204,10 @@ fi
 containerd_sock="$SID_EXEC_ROOT/containerd/containerd.sock"
 [ -S "$containerd_sock" ] || die "managed containerd socket $containerd_sock not found"
 
+# The tree's path on its filesystem: mountinfo shows the daemon's files
+# under it (tests map it back to the engine's paths).
+mount_root=$("$SID_STATE/bin/in-tree" awk '$5 == "/" { print $4; exit }' /proc/self/mountinfo)
+
 cat >"$SID_STATE/env.tmp" <<EOF
 DOCKER_HOST=unix://$SID_STATE/docker.sock
 CONTAINERD_ADDRESS=$containerd_sock
@@ -215,6 +223,7 @@ VIBE_TEST_WORKTREES=$WORKTREES
 VIBE_TEST_AUDIT=$AUDIT_DIR/audit.jsonl
 VIBE_TEST_ROOTFS=$SID_STATE/busybox-rootfs
 VIBE_TEST_ROOTFS_TAR=$SID_STATE/busybox-rootfs.tar
+VIBE_TEST_MOUNT_ROOT=$mount_root
 VIBE_TEST_CTR=$SID_STATE/bin/ctr
 VIBE_TEST_RUNC=$SID_STATE/bin/runc
 VIBE_TEST_PODMAN=$SID_STATE/bin/podman

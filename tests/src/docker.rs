@@ -68,6 +68,60 @@ impl Env {
     }
 }
 
+impl Env {
+    /// The command that runs `tool` (ctr, runc, podman) of the stack under
+    /// test: `VIBE_TEST_<TOOL>` from the env file (the sid stack's run
+    /// inside its tree), else the host's own.
+    pub fn tool(&self, tool: &str) -> String {
+        let key = format!("VIBE_TEST_{}", tool.to_ascii_uppercase());
+        self.vars
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| tool.to_string())
+    }
+
+    /// A mount's root (a path on its filesystem) as the engine names it.
+    /// The sid engine's `/` is a directory of the host's filesystem
+    /// (`VIBE_TEST_MOUNT_ROOT`), so its files show that prefix in
+    /// mountinfo; host directories bound into the tree do not.
+    pub fn engine_path(&self, root: &str) -> String {
+        match self.vars.get("VIBE_TEST_MOUNT_ROOT") {
+            Some(prefix) if prefix != "/" && under(root, prefix) => {
+                let rest = &root[prefix.trim_end_matches('/').len()..];
+                if rest.is_empty() {
+                    "/".to_string()
+                } else {
+                    rest.to_string()
+                }
+            }
+            _ => root.to_string(),
+        }
+    }
+
+    /// The stack under test: "sid" for tests/env/sid-up.sh's, else "host".
+    pub fn stack(&self) -> &str {
+        self.vars
+            .get("VIBE_TEST_STACK")
+            .map(String::as_str)
+            .unwrap_or("host")
+    }
+}
+
+/// The test dockerd's version as (major, minor), from `docker version`.
+pub fn server_version() -> (u32, u32) {
+    static VERSION: OnceLock<(u32, u32)> = OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let out = docker(&["version", "--format", "{{.Server.Version}}"]).ok();
+        let text = out.stdout.trim().to_string();
+        let mut parts = text.split(|c: char| !c.is_ascii_digit());
+        let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok());
+        match (next(), next()) {
+            (Some(major), Some(minor)) => (major, minor),
+            _ => panic!("cannot read the test dockerd's version from {text:?}"),
+        }
+    })
+}
+
 /// The test env, loaded once. Panics (fails the test) when it is missing.
 pub fn env() -> &'static Env {
     static ENV: OnceLock<Env> = OnceLock::new();
@@ -1021,10 +1075,11 @@ pub fn assert_confined(p: &Posture, policy: &TestPolicy) {
     let host_tmpfs = host_tmpfs_devices();
     for m in &p.mounts {
         if m.major() != 0 {
+            let root = env.engine_path(&m.root);
             let allowed_bind = policy
                 .binds
                 .iter()
-                .find(|(src, _)| !src.is_empty() && under(&m.root, src));
+                .find(|(src, _)| !src.is_empty() && under(&root, src));
             // The engine's per-container files, from a directory named after
             // this container (whose hostname is its short id). podman also
             // binds /run/.containerenv (engine metadata) from the same place.
@@ -1168,7 +1223,7 @@ pub fn runc_list(roots: &[PathBuf]) -> String {
     for root in roots {
         let root = root.display().to_string();
         let out = program(
-            "runc",
+            &env().tool("runc"),
             &["--root", root.as_str(), "list", "-q"],
             Duration::from_secs(30),
         )

@@ -124,7 +124,7 @@ fn ctr<S: AsRef<str>>(args: &[S], timeout: Duration) -> vibe_shim_tests::docker:
         CTR_NS.into(),
     ];
     full.extend(args.iter().map(|a| a.as_ref().to_string()));
-    program("ctr", &full, timeout)
+    program(&env.tool("ctr"), &full, timeout)
 }
 
 /// Removes a ctr container (and its task) on drop.
@@ -213,7 +213,7 @@ fn podman_case(engine: &str, net: &[&str]) {
     let podman = |args: &[&str], secs: u64| {
         let mut full = base.clone();
         full.extend(args.iter().map(|s| s.to_string()));
-        let mut cmd = std::process::Command::new("podman");
+        let mut cmd = std::process::Command::new(env.tool("podman"));
         cmd.args(&full);
         run_bounded(cmd, None, Duration::from_secs(secs))
     };
