@@ -75,8 +75,8 @@ for link in "$SID_BRIDGE" "$SID_PODMAN_BRIDGE"; do
     fi
 done
 # podman's netavark (nftables driver) keeps its rules in its own table.
-if command -v nft >/dev/null && nft list table inet netavark >/dev/null 2>&1 &&
-    nft list table inet netavark | grep -q -F "$SID_PODMAN_SUBNET"; then
+if [ "$(cat "$SID_STATE/netavark-table-before" 2>/dev/null || echo 1)" = 0 ] &&
+    nft list table inet netavark >/dev/null 2>&1; then
     log "removing nft table inet netavark (the tree's podman)"
     nft delete table inet netavark || true
 fi

@@ -120,6 +120,13 @@ fi
 cp /etc/resolv.conf "$SID_TREE/etc/resolv.conf"
 ln -sfn /run/host-etc/vibe-shim "$SID_TREE/etc/vibe-shim"
 sid_podman_config "$SID_TREE"
+# The tree's podman (netavark, nftables driver) creates `inet netavark` in
+# the host's namespace if absent; sid-down.sh removes it only then.
+if nft list table inet netavark >/dev/null 2>&1; then
+    echo 1 >"$SID_STATE/netavark-table-before"
+else
+    echo 0 >"$SID_STATE/netavark-table-before"
+fi
 
 # ---- 2. bridge, daemon.json ------------------------------------------------------
 mkdir -p "$SID_EXEC_ROOT" "$WORKTREES" "$AUDIT_DIR" /run/vibe-shim
