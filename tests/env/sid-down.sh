@@ -86,7 +86,10 @@ sleep 0.5
 if [ "$(cat "$SID_STATE/tree-cached" 2>/dev/null || echo 0)" != 1 ]; then
     sid_remove_tree
     rmdir "$SID_DATA" 2>/dev/null || true
+    # Nothing kept for a next run (CI caches nothing).
+    rm -rf --one-file-system "$SID_STATE"
+else
+    rm -rf --one-file-system "$SID_STATE/exec" "$SID_STATE/podman"
+    rm -f "$SID_STATE/docker.pid" "$SID_STATE/docker.sock" "$SID_STATE/env"
 fi
-rm -rf --one-file-system "$SID_STATE/exec" "$SID_STATE/podman"
-rm -f "$SID_STATE/docker.pid" "$SID_STATE/docker.sock" "$SID_STATE/env"
 log "sid stack down"
