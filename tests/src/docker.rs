@@ -80,6 +80,18 @@ impl Env {
             .unwrap_or_else(|| tool.to_string())
     }
 
+    /// `argv` as the engine's processes would run it: in the sid tree's
+    /// mount namespace (`VIBE_TEST_IN_TREE`) for the sid stack, else as is.
+    pub fn in_engine_ns<'a>(&'a self, argv: &[&'a str]) -> Vec<&'a str> {
+        let mut full: Vec<&str> = self
+            .vars
+            .get("VIBE_TEST_IN_TREE")
+            .map(|w| vec![w.as_str()])
+            .unwrap_or_default();
+        full.extend_from_slice(argv);
+        full
+    }
+
     /// A mount's root (a path on its filesystem) as the engine names it.
     /// The sid engine's `/` is a directory of the host's filesystem
     /// (`VIBE_TEST_MOUNT_ROOT`), so its files show that prefix in

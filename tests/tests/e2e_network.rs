@@ -228,7 +228,10 @@ fn host_unchanged_across_50_runs_and_no_table_left() {
     let dir = docker::env().state.join("exec/netns");
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let path = entry.path().display().to_string();
-        let out = netns::run(&["nsenter", &format!("--net={path}"), "nft", "list", "tables"]);
+        // The engine's netns files are mounts in its own mount namespace.
+        let net = format!("--net={path}");
+        let env = docker::env();
+        let out = netns::run(&env.in_engine_ns(&["nsenter", &net, "nft", "list", "tables"]));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if text.contains("vibe_shim") {
             let running = docker::docker(&["ps", "-q"]).stdout;

@@ -10,7 +10,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{docker, docker_with, runtime_for, server_version, Container, IMAGE};
+use vibe_shim_tests::docker::{
+    docker, docker_with, env, program, runtime_for, server_version, Container, IMAGE,
+};
 
 /// Where ordering.toml points `[runtime] path`, and the records' directory.
 const DIR: &str = "/var/tmp/vibe-test/ordering";
@@ -129,5 +131,43 @@ fn network_hook_runs_with_the_engines_real_ordering() {
     assert!(
         !started.contains("until start") && !started.contains("nd-neighbor-advert"),
         "the create-time rule survived start: {started}"
+    );
+}
+
+/// `features` and `--version` reach the stack's own runc unchanged (Docker
+/// >= 25 runs `<runtime> features` at daemon start), run where the engine
+/// runs its runtimes.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn features_and_version_pass_through_to_the_stacks_runc() {
+    let env = env();
+    let shim = env.shim_bin.display().to_string();
+    let config = env.policy_path("default").display().to_string();
+    let run = |argv: &[&str]| {
+        let full = env.in_engine_ns(argv);
+        program(full[0], &full[1..], Duration::from_secs(30)).ok()
+    };
+    for verb in ["features", "--version"] {
+        let through = run(&[&shim, "--config", &config, verb]);
+        let real = run(&["runc", verb]);
+        if verb == "features" {
+            let parse = |s: &str| -> serde_json::Value {
+                serde_json::from_str(s).unwrap_or_else(|e| panic!("features not JSON ({e}): {s}"))
+            };
+            assert_eq!(parse(&through.stdout), parse(&real.stdout), "{through}");
+        } else {
+            assert_eq!(through.stdout, real.stdout, "{through}");
+        }
+    }
+    // The daemon ran it at start without complaint (Docker >= 25 only).
+    let log = std::fs::read_to_string(env.state.join("dockerd.log")).unwrap_or_default();
+    let shim_failed = log
+        .lines()
+        .filter(|l| l.contains("features]") && l.contains("Failed to run"))
+        .filter(|l| !l.contains("norunc") && !l.contains("ordering"))
+        .collect::<Vec<_>>();
+    assert!(
+        shim_failed.is_empty(),
+        "dockerd could not run features: {shim_failed:?}"
     );
 }
