@@ -134,9 +134,9 @@ fn network_hook_runs_with_the_engines_real_ordering() {
     );
 }
 
-/// `features` and `--version` reach the stack's own runc unchanged (Docker
-/// >= 25 runs `<runtime> features` at daemon start), run where the engine
-/// runs its runtimes.
+/// `features` and `--version` reach the stack's own runc unchanged, run
+/// where the engine runs its runtimes: Docker 25 and later run
+/// `<runtime> features` at daemon start.
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn features_and_version_pass_through_to_the_stacks_runc() {
