@@ -9,6 +9,7 @@
 #    policy checks of the shipped configs, runc integration tests
 # 4. tests/env/up.sh: private dockerd, vibe-shim runtimes, busybox image
 # 5. the end-to-end suites against that dockerd
+# 5b. the same suites on Debian sid's stack (tests/env/sid-run.sh)
 # 6. tests/env/down.sh, always (EXIT trap), also when a step fails
 #
 # Every test step runs even if an earlier one failed, so one run shows all
