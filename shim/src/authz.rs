@@ -249,7 +249,7 @@ async fn handle(req: Request<Incoming>, policy: &Policy, gate: &Gate) -> Reply {
 struct AuthzRequest {
     #[serde(rename = "RequestMethod")]
     method: String,
-    #[serde(rename = "RequestURI")]
+    #[serde(rename = "RequestUri")]
     uri: String,
     #[serde(rename = "RequestBody")]
     body: Option<String>,
@@ -308,7 +308,7 @@ fn log_denial(request: &[u8], decision: &Decision) {
     struct Brief {
         #[serde(rename = "RequestMethod")]
         method: String,
-        #[serde(rename = "RequestURI")]
+        #[serde(rename = "RequestUri")]
         uri: String,
         #[serde(rename = "User")]
         user: String,
@@ -347,7 +347,7 @@ mod tests {
             .encode(br#"{"HostConfig":{"Binds":["/etc:/x"]}}"#);
         let d = judge(
             &req(
-                &json!({"RequestMethod": "POST", "RequestURI": "/v1.41/containers/create",
+                &json!({"RequestMethod": "POST", "RequestUri": "/v1.41/containers/create",
                 "RequestBody": body, "RequestHeaders": {"Content-Type": "application/json"}}),
             ),
             &policy,
@@ -355,7 +355,7 @@ mod tests {
         );
         assert_eq!(d.denial.unwrap().rule, "authz-binds");
         let d = judge(
-            &req(&json!({"RequestMethod": "GET", "RequestURI": "/_ping", "RequestBody": null})),
+            &req(&json!({"RequestMethod": "GET", "RequestUri": "/_ping", "RequestBody": null})),
             &policy,
             &gate,
         );
