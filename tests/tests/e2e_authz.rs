@@ -72,6 +72,10 @@ impl AuthzEnv {
 
     /// Raw API call: `curl --unix-socket`, printing the body then the status.
     fn api(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        self.api_with(method, path, body, "Content-Type: application/json")
+    }
+
+    fn api_with(&self, method: &str, path: &str, body: &str, header: &str) -> (u16, String) {
         let socket = self.docker_host.trim_start_matches("unix://");
         let mut cmd = Command::new("curl");
         cmd.args([
@@ -82,6 +86,8 @@ impl AuthzEnv {
             method,
             "-H",
             "Content-Type: application/json",
+            "-H",
+            header,
             "--data-binary",
             body,
             "-w",
@@ -292,6 +298,26 @@ fn go_folded_and_duplicate_keys_cannot_smuggle_binds() {
         );
         assert!(text.contains(&want), "{body} -> {text}");
     }
+    // A chunked body (no Content-Length): dockerd 20.10 shows it to the
+    // plugin; were it not shown, the gate would refuse it unseen.
+    let body = format!(r#"{{"Image":"{image}","HostConfig":{{"Binds":["/etc:/x"]}}}}"#);
+    let (code, text) = env.api_with("POST", path, &body, "Transfer-Encoding: chunked");
+    assert_eq!(code, 403, "{text}");
+    assert!(
+        text.contains("vibe-shim: authz-binds: ") || text.contains("vibe-shim: authz-body: "),
+        "{text}"
+    );
+    // Over 1 MiB dockerd shows the plugin no body at all: refused unseen.
+    let big = PathBuf::from("/var/tmp").join(unique_name("authz-big.json"));
+    let padded = format!(
+        r#"{{"Image":"{image}",{}"HostConfig":{{"Binds":["/etc:/x"]}}}}"#,
+        " ".repeat(1 << 20)
+    );
+    std::fs::write(&big, padded).unwrap();
+    let (code, text) = env.api("POST", path, &format!("@{}", big.display()));
+    let _ = std::fs::remove_file(&big);
+    assert_eq!(code, 403, "{text}");
+    assert!(text.contains("vibe-shim: authz-body: "), "{text}");
     // A path-encoded route is the same endpoint to dockerd.
     let body = format!(r#"{{"Image":"{image}","HostConfig":{{"Binds":["/etc:/x"]}}}}"#);
     let (code, text) = env.api("POST", "/v1.41/containers/%63reate", &body);
