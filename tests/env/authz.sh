@@ -8,6 +8,7 @@
 #   sudo tests/env/authz.sh down          # stops both, removes the state
 #   sudo tests/env/authz.sh plugin-start  # (re)starts the plugin only
 #   sudo tests/env/authz.sh plugin-stop
+#   sudo tests/env/authz.sh plugin-kill   # SIGKILL, stale socket left
 #
 # dockerd finds a v1 plugin by name in /run/docker/plugins (fixed, whatever
 # the exec-root), so the plugin is $AUTHZ_PLUGIN there. On hosts without
@@ -75,6 +76,17 @@ plugin_stop() {
         for _ in $(seq 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
     fi
     rm -f "$AUTHZ_STATE/plugin.pid" "$PLUGIN_SOCK"
+}
+
+# As a crash leaves it: SIGKILL, the socket file stays behind.
+plugin_kill() {
+    if plugin_running; then
+        local pid
+        pid=$(cat "$AUTHZ_STATE/plugin.pid")
+        kill -KILL "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+    fi
+    rm -f "$AUTHZ_STATE/plugin.pid"
 }
 
 up() {
@@ -149,5 +161,6 @@ up) up ;;
 down) down ;;
 plugin-start) plugin_start ;;
 plugin-stop) plugin_stop ;;
-*) die "usage: $0 up|down|plugin-start|plugin-stop" ;;
+plugin-kill) plugin_kill ;;
+*) die "usage: $0 up|down|plugin-start|plugin-stop|plugin-kill" ;;
 esac

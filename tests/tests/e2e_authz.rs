@@ -427,7 +427,7 @@ fn plugin_down_means_dockerd_refuses() {
         cmd.arg(&env.script).arg(verb);
         run_bounded(cmd, None, Duration::from_secs(60))
     };
-    script("plugin-stop").ok();
+    script("plugin-kill").ok();
     let marker = PathBuf::from("/var/tmp").join(unique_name("authz-down"));
     let c = named(&env, "authz-down");
     let bind = format!("{}:/x", marker.display());
