@@ -210,7 +210,24 @@ if [ ${#NET_SUITE[@]} -gt 0 ]; then
         -- --ignored --test-threads=1 || true
 fi
 
-# ---- 5b. the same suites on Debian sid's stack (issue 11) -------------------
+# ---- 5c. the authz gate, against a private dockerd of its own ----------------
+# tests/env/authz.sh starts the plugin (no systemd here) and a dockerd with
+# --authorization-plugin; it is stopped again whatever the tests did.
+authz_e2e() {
+    local rc=0
+    bash tests/env/authz.sh up || rc=1
+    if [ "$rc" = 0 ]; then
+        VIBE_AUTHZ_E2E=1 cargo test --release --no-fail-fast -p vibe-shim-tests --test e2e_authz \
+            -- --ignored --test-threads=2 || rc=1
+    fi
+    bash tests/env/authz.sh down || rc=1
+    return "$rc"
+}
+if [ -f tests/tests/e2e_authz.rs ]; then
+    step e2e-authz authz_e2e || true
+fi
+
+# ---- 5z. the same suites on Debian sid's stack (issue 11) -------------------
 # Docker 28, containerd 2, runc 1.3 and podman 5 from a tree debootstrapped
 # fresh for this run, beside the host dockerd above: sid-up.sh, every e2e
 # suite again (the network one alone), sid-down.sh (always). Alone:

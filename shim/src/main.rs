@@ -6,6 +6,7 @@
 
 mod args;
 mod audit;
+mod authz;
 mod host;
 mod log;
 mod policy_file;
@@ -47,6 +48,7 @@ fn run() -> i32 {
     match verb.as_str() {
         "hook" => return run_hook(&config_path, &inv),
         "policy" => return run_policy_cmd(&config_path, &inv),
+        "authz" => return authz::run(&config_path, inv.verb_args()),
         _ => {}
     }
     if let Err(e) = runtime::check_not_reentered(std::env::var_os(runtime::ACTIVE_ENV).as_deref()) {

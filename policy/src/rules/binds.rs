@@ -172,12 +172,7 @@ struct Judge<'a> {
 
 impl<'a> Judge<'a> {
     fn new(policy: &Policy, host: &'a dyn HostView, create: Option<&'a CreateContext>) -> Self {
-        let allowed = policy
-            .filesystem
-            .bind
-            .iter()
-            .filter_map(|b| host.canonicalize(&b.source).map(|c| (c, b.mode)))
-            .collect();
+        let allowed = allowed_roots(policy, host);
         let inits = policy
             .filesystem
             .init_binaries
@@ -247,6 +242,33 @@ impl<'a> Judge<'a> {
                 .map_err(|reason| Denial::new(RULE, field(), named(), reason))?
         };
         Ok((canonical, verdict))
+    }
+}
+
+/// The canonical `filesystem.bind` roots with their modes. An allow source
+/// that does not exist matches nothing.
+fn allowed_roots(policy: &Policy, host: &dyn HostView) -> Vec<(PathBuf, BindMode)> {
+    policy
+        .filesystem
+        .bind
+        .iter()
+        .filter_map(|b| host.canonicalize(&b.source).map(|c| (c, b.mode)))
+        .collect()
+}
+
+/// The allowlist judgment of a host path named outside a spec (the Docker
+/// API gate, policy/src/authz): `canonical` must lie in a `filesystem.bind`
+/// subtree and on that subtree's own mount, exactly as for a spec's bind.
+/// Returns the reason on refusal.
+pub fn judge_host_path(
+    policy: &Policy,
+    host: &dyn HostView,
+    canonical: &Path,
+) -> Result<BindMode, String> {
+    match judge_allowlist(canonical, &allowed_roots(policy, host), host)? {
+        Verdict::Allowed { mode, .. } => Ok(mode),
+        // judge_allowlist gives nothing else.
+        _ => Err("internal: unexpected bind verdict".into()),
     }
 }
 

@@ -1,0 +1,89 @@
+//! The key sets of the moby API structs the gate judges, for
+//! [`crate::gojson`]: dockerd decodes request bodies with Go's
+//! `encoding/json` (keys match case-insensitively, the last duplicate wins),
+//! so a judged body is parsed with these schemas and refused when a key that
+//! folds to one of these fields is not spelled exactly, or repeats.
+//!
+//! Only the fields the gate reads (and the structs above them) are listed: a
+//! key that folds to a field not listed here is one the gate does not judge,
+//! and is left to dockerd.
+
+use crate::gojson::Field;
+use crate::gojson::Kind::{self, Any, Leaf, List, Map, Struct};
+
+const STRINGS: Kind = List(&Leaf);
+
+/// `mount.Mount` (api/types/mount): `HostConfig.Mounts[]`.
+const MOUNT: Kind = Struct(&[
+    Field("Type", Leaf),
+    Field("Source", Leaf),
+    Field("Target", Leaf),
+    Field("ReadOnly", Leaf),
+    Field("Consistency", Leaf),
+    Field(
+        "BindOptions",
+        Struct(&[
+            Field("Propagation", Leaf),
+            Field("NonRecursive", Leaf),
+            Field("CreateMountpoint", Leaf),
+            Field("ReadOnlyNonRecursive", Leaf),
+            Field("ReadOnlyForceRecursive", Leaf),
+        ]),
+    ),
+    Field(
+        "VolumeOptions",
+        Struct(&[
+            Field("NoCopy", Leaf),
+            Field("Labels", Map(&Leaf)),
+            Field("Subpath", Leaf),
+            Field(
+                "DriverConfig",
+                Struct(&[Field("Name", Leaf), Field("Options", Map(&Leaf))]),
+            ),
+        ]),
+    ),
+    Field(
+        "TmpfsOptions",
+        Struct(&[
+            Field("SizeBytes", Leaf),
+            Field("Mode", Leaf),
+            Field("Options", Any),
+        ]),
+    ),
+]);
+
+/// The judged fields of `container.HostConfig`.
+pub const HOST_CONFIG: &[Field] = &[
+    Field("Binds", STRINGS),
+    Field("Mounts", List(&MOUNT)),
+    Field("Runtime", Leaf),
+    Field("VolumesFrom", STRINGS),
+    Field("VolumeDriver", Leaf),
+];
+
+/// The body of `POST /containers/create`: moby 20.10's
+/// `runconfig.ContainerConfigWrapper` embeds `*container.Config` AND a
+/// deprecated `*container.HostConfig`, so every HostConfig field is also
+/// read at the top level (used when `HostConfig` is absent). Both places are
+/// judged. No `container.Config` field shares a name with these.
+pub const CREATE: &[Field] = &[
+    Field("Binds", STRINGS),
+    Field("Mounts", List(&MOUNT)),
+    Field("Runtime", Leaf),
+    Field("VolumesFrom", STRINGS),
+    Field("VolumeDriver", Leaf),
+    Field("HostConfig", Struct(HOST_CONFIG)),
+];
+
+/// `volume.CreateOptions` (20.10: `VolumeCreateBody`): `POST /volumes/create`.
+pub const VOLUME_CREATE: &[Field] = &[
+    Field("Name", Leaf),
+    Field("Driver", Leaf),
+    Field("DriverOpts", Map(&Leaf)),
+    Field("Labels", Map(&Leaf)),
+    Field("ClusterVolumeSpec", Any),
+];
+
+pub static CREATE_KIND: Kind = Struct(CREATE);
+pub static HOST_CONFIG_KIND: Kind = Struct(HOST_CONFIG);
+pub static VOLUME_CREATE_KIND: Kind = Struct(VOLUME_CREATE);

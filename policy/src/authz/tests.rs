@@ -1,0 +1,388 @@
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::config::{BindAllow, BindMode};
+use crate::host::FakeHost;
+
+fn policy() -> Policy {
+    let mut p = Policy::default();
+    p.filesystem.bind = vec![BindAllow {
+        source: PathBuf::from("/srv/wt"),
+        mode: BindMode::Rw,
+    }];
+    p
+}
+
+fn gate() -> Gate {
+    Gate {
+        runtimes: vec!["vibe-shim".into(), "runc".into()],
+        default_runtime: "runc".into(),
+    }
+}
+
+fn decide_with(method: &str, uri: &str, body: &[u8], host: &FakeHost, gate: &Gate) -> Decision {
+    let policy = policy();
+    let cx = Cx {
+        policy: &policy,
+        gate,
+        host,
+    };
+    let req = Request {
+        method,
+        uri,
+        headers: &[],
+        body,
+    };
+    decide(&req, &cx)
+}
+
+fn create(body: &str) -> Decision {
+    decide_with(
+        "POST",
+        "/v1.41/containers/create",
+        body.as_bytes(),
+        &FakeHost::new(),
+        &gate(),
+    )
+}
+
+fn denied(d: &Decision) -> &Denial {
+    d.denial.as_ref().expect("refused")
+}
+
+#[test]
+fn binds_outside_the_allowlist_are_refused() {
+    let d = create(r#"{"Image":"x","HostConfig":{"Binds":["/etc:/x"]}}"#);
+    let denial = denied(&d);
+    assert_eq!(denial.rule, RULE_BINDS);
+    assert_eq!(denial.field, "/HostConfig/Binds/0");
+    assert_eq!(denial.value, "/etc");
+    assert!(
+        d.message().starts_with("vibe-shim: authz-binds: "),
+        "{}",
+        d.message()
+    );
+    assert!(create(r#"{"HostConfig":{"Binds":["/srv/wt/a:/x:ro"]}}"#).allowed());
+    // Named and anonymous volumes are not host paths.
+    assert!(create(r#"{"HostConfig":{"Binds":["vol:/x","/anon"]}}"#).allowed());
+    assert!(!create(r#"{"HostConfig":{"Binds":["/srv/wt/../../etc:/x"]}}"#).allowed());
+    assert!(!create(r#"{"HostConfig":{"Binds":["/srv/wt2:/x"]}}"#).allowed());
+}
+
+#[test]
+fn deprecated_top_level_host_config_fields_are_judged() {
+    // moby 20.10 reads HostConfig fields at the top level too.
+    let d = create(r#"{"Image":"x","Binds":["/etc:/x"]}"#);
+    assert_eq!(denied(&d).field, "/Binds/0");
+    let d = create(r#"{"Mounts":[{"Type":"bind","Source":"/","Target":"/h"}],"HostConfig":{}}"#);
+    assert_eq!(denied(&d).field, "/Mounts/0/Source");
+}
+
+#[test]
+fn mounts_are_judged_by_type() {
+    let d = create(r#"{"HostConfig":{"Mounts":[{"Type":"bind","Source":"/etc","Target":"/x"}]}}"#);
+    assert_eq!(denied(&d).field, "/HostConfig/Mounts/0/Source");
+    assert!(create(
+        r#"{"HostConfig":{"Mounts":[{"Type":"bind","Source":"/srv/wt","Target":"/x"},
+            {"Type":"tmpfs","Target":"/t"},{"Type":"volume","Source":"v","Target":"/v"}]}}"#
+    )
+    .allowed());
+    let volume_bind = r#"{"HostConfig":{"Mounts":[{"Type":"volume","Source":"v","Target":"/v",
+        "VolumeOptions":{"DriverConfig":{"Name":"local","Options":
+        {"type":"none","o":"bind","device":"/etc"}}}}]}}"#;
+    let d = create(volume_bind);
+    assert_eq!(denied(&d).rule, RULE_VOLUME);
+    assert_eq!(
+        denied(&d).field,
+        "/HostConfig/Mounts/0/VolumeOptions/DriverConfig/Options/device"
+    );
+    assert!(
+        !create(r#"{"HostConfig":{"Mounts":[{"Type":"npipe","Source":"x","Target":"/x"}]}}"#)
+            .allowed()
+    );
+}
+
+#[test]
+fn go_folded_and_duplicate_keys_are_refused() {
+    for body in [
+        r#"{"hostconfig":{"Binds":["/etc:/x"]}}"#,
+        r#"{"HostConfig":{"binds":["/etc:/x"]}}"#,
+        "{\"HostConfig\":{\"Bind\u{017F}\":[\"/etc:/x\"]}}",
+        r#"{"HostConfig":{"Binds":[]},"HostConfig":{"Binds":["/etc:/x"]}}"#,
+        r#"{"HostConfig":{"Binds":[],"Binds":["/etc:/x"]}}"#,
+        r#"{"HostConfig":{"Mounts":[{"Type":"tmpfs","type":"bind","Source":"/etc","Target":"/x"}]}}"#,
+        r#"{"HostConfig":{"Runtime":"vibe-shim","runtime":"evil"}}"#,
+    ] {
+        let d = create(body);
+        assert_eq!(denied(&d).rule, gojson::RULE, "{body}");
+    }
+    // A duplicate the gate does not judge is left to dockerd.
+    assert!(create(r#"{"Image":"a","Image":"b"}"#).allowed());
+}
+
+#[test]
+fn runtime_must_be_one_of_ours() {
+    let only_ours = Gate {
+        runtimes: vec!["vibe-shim".into()],
+        default_runtime: "runc".into(),
+    };
+    let host = FakeHost::new();
+    let run = |body: &str, gate: &Gate| {
+        decide_with("POST", "/containers/create", body.as_bytes(), &host, gate)
+    };
+    let d = run(r#"{"HostConfig":{"Runtime":"runc"}}"#, &only_ours);
+    assert_eq!(denied(&d).rule, RULE_RUNTIME);
+    assert_eq!(denied(&d).field, "/HostConfig/Runtime");
+    assert!(run(r#"{"HostConfig":{"Runtime":"vibe-shim"}}"#, &only_ours).allowed());
+    // No runtime: the daemon default, runc here.
+    let d = run(r#"{"HostConfig":{}}"#, &only_ours);
+    assert!(denied(&d).value.contains("daemon default: runc"), "{d:?}");
+    assert!(!run("null", &only_ours).allowed());
+    let ours_default = Gate {
+        default_runtime: "vibe-shim".into(),
+        ..only_ours.clone()
+    };
+    assert!(run(r#"{"HostConfig":{}}"#, &ours_default).allowed());
+    assert!(run(r#"{"Image":"x"}"#, &ours_default).allowed());
+    // The top-level (deprecated) Runtime is judged as well.
+    assert!(!run(
+        r#"{"Runtime":"io.containerd.runc.v2","HostConfig":{}}"#,
+        &ours_default
+    )
+    .allowed());
+    assert!(!run(r#"{"Runtime":"x.runc.v2"}"#, &ours_default).allowed());
+}
+
+#[test]
+fn missing_source_is_judged_by_its_nearest_ancestor() {
+    let mut host = FakeHost::new();
+    host.all_paths_exist = false;
+    for p in ["/", "/srv", "/srv/wt", "/etc"] {
+        host.canonical.insert(PathBuf::from(p), PathBuf::from(p));
+    }
+    // /srv/link -> /etc
+    host.canonical
+        .insert(PathBuf::from("/srv/wt/link"), PathBuf::from("/etc"));
+    let run = |bind: &str| {
+        let body = json!({"HostConfig": {"Binds": [bind]}}).to_string();
+        decide_with(
+            "POST",
+            "/containers/create",
+            body.as_bytes(),
+            &host,
+            &gate(),
+        )
+    };
+    assert!(run("/srv/wt/new/dir:/x").allowed());
+    assert!(!run("/var/vibe-new:/x").allowed());
+    let d = run("/srv/wt/link/new:/x");
+    assert!(denied(&d).value.contains("resolves to /etc/new"), "{d:?}");
+}
+
+#[test]
+fn unreadable_or_unseen_bodies_are_refused() {
+    for body in [
+        "",
+        "{",
+        "[1]",
+        "{\"HostConfig\":3}",
+        "{} {}",
+        "{\"Binds\":\"/etc:/x\"}",
+    ] {
+        assert!(!create(body).allowed(), "{body}");
+    }
+    let big = vec![b' '; MAX_BODY];
+    let d = decide_with(
+        "POST",
+        "/containers/create",
+        &big,
+        &FakeHost::new(),
+        &gate(),
+    );
+    assert!(denied(&d).reason.contains("1 MiB"));
+}
+
+#[test]
+fn volume_create_with_bind_options() {
+    let host = FakeHost::new();
+    let run = |body: Value| {
+        decide_with(
+            "POST",
+            "/v1.41/volumes/create",
+            body.to_string().as_bytes(),
+            &host,
+            &gate(),
+        )
+    };
+    let d =
+        run(json!({"Name": "v", "DriverOpts": {"type": "none", "o": "bind", "device": "/etc"}}));
+    assert_eq!(denied(&d).rule, RULE_VOLUME);
+    assert!(run(json!({"Name": "v", "Driver": "local",
+        "DriverOpts": {"type": "none", "o": "bind", "device": "/srv/wt/v"}}))
+    .allowed());
+    assert!(run(json!({"Name": "v"})).allowed());
+    assert!(run(json!({"Name": "v", "Driver": "plugin", "DriverOpts": {"x": "y"}})).allowed());
+    let d = decide_with(
+        "POST",
+        "/volumes/create",
+        br#"{"DriverOpts":{"type":"none"},"driveropts":{"device":"/etc"}}"#,
+        &host,
+        &gate(),
+    );
+    assert_eq!(denied(&d).rule, gojson::RULE);
+}
+
+#[test]
+fn doors_refused_and_allowed() {
+    let host = FakeHost::new();
+    let run = |m: &str, uri: &str| decide_with(m, uri, b"", &host, &gate());
+    for (m, uri, rule) in [
+        ("GET", "/v1.41/containers/abc/archive?path=/x", RULE_ARCHIVE),
+        ("HEAD", "/containers/abc/archive?path=/x", RULE_ARCHIVE),
+        ("PUT", "/containers/abc/archive?path=/x", RULE_ARCHIVE),
+        ("POST", "/v1.20/containers/abc/copy", RULE_ARCHIVE),
+        ("POST", "/plugins/pull?remote=evil", RULE_PLUGINS),
+        ("POST", "/plugins/evil/enable", RULE_PLUGINS),
+        ("POST", "/services/create", RULE_SWARM),
+        ("POST", "/swarm/join", RULE_SWARM),
+        ("GET", "/x%zz", RULE_REQUEST),
+    ] {
+        let d = run(m, uri);
+        assert_eq!(denied(&d).rule, rule, "{m} {uri}");
+        assert!(d.message().starts_with("vibe-shim: "));
+    }
+    for (m, uri) in [
+        ("GET", "/containers/abc/export"),
+        ("POST", "/containers/abc/update"),
+        ("POST", "/containers/abc/exec"),
+        ("POST", "/build"),
+        ("POST", "/session"),
+        ("POST", "/grpc"),
+        ("GET", "/_ping"),
+        ("POST", "/containers/abc/start"),
+    ] {
+        assert!(run(m, uri).allowed(), "{m} {uri}");
+    }
+}
+
+#[test]
+fn old_api_start_host_config_is_judged() {
+    let host = FakeHost::new();
+    let d = decide_with(
+        "POST",
+        "/v1.23/containers/abc/start",
+        br#"{"Binds":["/etc:/x"]}"#,
+        &host,
+        &gate(),
+    );
+    assert_eq!(denied(&d).rule, RULE_BINDS);
+    // Unseen body of unknown length: refused; an empty one is fine.
+    let policy = policy();
+    let cx = Cx {
+        policy: &policy,
+        gate: &gate(),
+        host: &host,
+    };
+    let empty = [("Content-Length".to_string(), "0".to_string())];
+    let req = |headers| Request {
+        method: "POST",
+        uri: "/v1.23/containers/abc/start",
+        headers,
+        body: b"",
+    };
+    assert!(decide(&req(&empty), &cx).allowed());
+    assert!(!decide(&req(&[]), &cx).allowed());
+}
+
+#[test]
+fn message_is_one_line() {
+    let d = create("{\"HostConfig\":{\"Binds\":[\"/etc/\\nx:/x\"]}}");
+    let msg = d.message();
+    assert!(!msg.contains('\n'), "{msg}");
+    assert!(msg.contains("\\n"), "{msg}");
+}
+
+// ---- no input makes it panic ------------------------------------------------
+
+const KEYS: &[&str] = &[
+    "HostConfig",
+    "hostconfig",
+    "Binds",
+    "bind\u{017F}",
+    "Mounts",
+    "Type",
+    "Source",
+    "Runtime",
+    "VolumeOptions",
+    "DriverConfig",
+    "Name",
+    "Options",
+    "DriverOpts",
+    "Driver",
+    "type",
+    "o",
+    "device",
+    "VolumesFrom",
+    "\u{212A}",
+];
+const STRINGS: &[&str] = &[
+    "/etc:/x",
+    "/srv/wt:/w",
+    "/srv/wt/../x:/y",
+    "bind",
+    "volume",
+    "tmpfs",
+    "none",
+    "local",
+    "/etc",
+    "",
+    "runc",
+    "vibe-shim",
+    "a:b:c:d",
+];
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        prop::sample::select(STRINGS).prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((prop::sample::select(KEYS), inner), 0..6).prop_map(|kv| {
+                Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            }),
+        ]
+    })
+}
+
+fn uri() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("/containers/create".to_string()),
+        Just("/v1.41/volumes/create".to_string()),
+        Just("/v1.23/containers/x/start".to_string()),
+        "(/v[0-9.]{0,5})?(/[a-z%0-9.]{0,10}){0,5}(\\?.{0,8})?",
+        ".{0,40}",
+    ]
+}
+
+proptest! {
+    #[test]
+    fn no_json_body_or_uri_panics(v in json_value(), uri in uri(), method in "(POST|GET|HEAD|PUT|post|[A-Z]{0,5})") {
+        let body = v.to_string();
+        let d = decide_with(&method, &uri, body.as_bytes(), &FakeHost::new(), &gate());
+        prop_assert!(!d.message().contains('\n'));
+    }
+
+    #[test]
+    fn no_byte_body_panics(body in prop::collection::vec(any::<u8>(), 0..256), uri in uri()) {
+        let d = decide_with("POST", &uri, &body, &FakeHost::new(), &gate());
+        prop_assert!(!d.message().contains('\n'));
+    }
+}

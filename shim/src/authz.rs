@@ -1,0 +1,380 @@
+//! `vibe-shim authz`: the Docker authorization plugin (plumbing only; the
+//! decisions are `vibe_policy::authz`). dockerd POSTs JSON over the unix
+//! socket `/run/docker/plugins/<name>.sock`:
+//! `/Plugin.Activate` -> `{"Implements":["authz"]}`;
+//! `/AuthZPlugin.AuthZReq` (method, URI, headers, base64 body) ->
+//! `{"Allow":bool,"Msg":…,"Err":…}`; `/AuthZPlugin.AuthZRes` -> allow (the
+//! request was judged already; responses are not filtered).
+//!
+//! Robustness: a plugin request over [`MAX_REQUEST`] is refused, not read;
+//! at most [`MAX_CONNECTIONS`] connections are served at once, each with a
+//! header timeout; anything unparseable is refused. One JSON line per
+//! denial on stderr. dockerd refuses every request when the plugin is
+//! unreachable or answers with an error, so failures stay closed.
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::net::UnixListener;
+use tokio::sync::Semaphore;
+use vibe_policy::authz::{decide, Cx, Decision, Gate, RULE_REQUEST};
+use vibe_policy::{Denial, Policy};
+
+use crate::host::RealHost;
+use crate::policy_file;
+
+pub const DEFAULT_SOCKET: &str = "/run/docker/plugins/vibe-shim.sock";
+/// A plugin request: a body dockerd shows is < 1 MiB, base64 makes 4/3 of
+/// it, plus headers and URI.
+const MAX_REQUEST: usize = 4 << 20;
+const MAX_CONNECTIONS: usize = 32;
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthzError {
+    #[error("usage: vibe-shim authz [--config PATH] [--socket PATH] [--runtime NAME]... [--default-runtime NAME]: {0}")]
+    Usage(String),
+    #[error("{0}")]
+    Policy(#[from] policy_file::PolicyFileError),
+    #[error("socket {path}: {source}")]
+    Socket {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("tokio runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+struct Options {
+    config: PathBuf,
+    socket: PathBuf,
+    gate: Gate,
+}
+
+fn parse_args(config: &Path, args: &[OsString]) -> Result<Options, AuthzError> {
+    let mut opts = Options {
+        config: config.to_path_buf(),
+        socket: PathBuf::from(DEFAULT_SOCKET),
+        gate: Gate::default(),
+    };
+    let mut runtimes = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let arg = arg
+            .to_str()
+            .ok_or_else(|| AuthzError::Usage("argument is not UTF-8".into()))?;
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg, None),
+        };
+        let mut value = || -> Result<String, AuthzError> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => it
+                    .next()
+                    .and_then(|v| v.to_str())
+                    .map(str::to_string)
+                    .ok_or_else(|| AuthzError::Usage(format!("{flag} needs a value"))),
+            }
+        };
+        match flag {
+            "--config" => opts.config = PathBuf::from(value()?),
+            "--socket" => opts.socket = PathBuf::from(value()?),
+            "--runtime" => runtimes.push(value()?),
+            "--default-runtime" => opts.gate.default_runtime = value()?,
+            other => return Err(AuthzError::Usage(format!("unknown argument {other}"))),
+        }
+    }
+    if !runtimes.is_empty() {
+        opts.gate.runtimes = runtimes;
+    }
+    Ok(opts)
+}
+
+/// `vibe-shim authz …`: serves until killed. Returns the exit code.
+pub fn run(config: &Path, args: &[OsString]) -> i32 {
+    match serve(config, args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("vibe-shim: authz: {e}");
+            1
+        }
+    }
+}
+
+fn serve(config: &Path, args: &[OsString]) -> Result<(), AuthzError> {
+    let opts = parse_args(config, args)?;
+    let policy = policy_file::load(&opts.config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(AuthzError::Runtime)?;
+    runtime.block_on(async move {
+        let listener = bind(&opts.socket)?;
+        eprintln!(
+            "vibe-shim: authz: serving {} (policy {}, runtimes {:?}, default runtime {})",
+            opts.socket.display(),
+            opts.config.display(),
+            opts.gate.runtimes,
+            opts.gate.default_runtime
+        );
+        let state = Arc::new((policy, opts.gate));
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                return Ok(());
+            };
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    eprintln!("vibe-shim: authz: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let state = state.clone();
+            tokio::task::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let state = state.clone();
+                    async move { Ok::<_, Infallible>(handle(req, &state.0, &state.1).await) }
+                });
+                let served = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEADER_TIMEOUT)
+                    .max_buf_size(64 << 10)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+                if let Err(e) = served {
+                    eprintln!("vibe-shim: authz: connection: {e}");
+                }
+                drop(permit);
+            });
+        }
+    })
+}
+
+/// Binds the socket, replacing a stale socket file (never another kind of
+/// file), root-only.
+fn bind(path: &Path) -> Result<UnixListener, AuthzError> {
+    let fail = |source| AuthzError::Socket {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path).map_err(fail)?,
+        Ok(_) => {
+            return Err(fail(std::io::Error::other(
+                "exists and is not a socket; not replaced",
+            )))
+        }
+        Err(_) => {}
+    }
+    let listener = UnixListener::bind(path).map_err(fail)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
+    Ok(listener)
+}
+
+type Reply = Response<Full<Bytes>>;
+
+fn reply(status: StatusCode, body: serde_json::Value) -> Reply {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/vnd.docker.plugins.v1+json"),
+    );
+    response
+}
+
+fn verdict(allow: bool, msg: &str) -> Reply {
+    reply(
+        StatusCode::OK,
+        json!({"Allow": allow, "Msg": msg, "Err": ""}),
+    )
+}
+
+async fn handle(req: Request<Incoming>, policy: &Policy, gate: &Gate) -> Reply {
+    match req.uri().path() {
+        "/Plugin.Activate" => reply(StatusCode::OK, json!({"Implements": ["authz"]})),
+        "/AuthZPlugin.AuthZReq" => {
+            let bytes = match Limited::new(req.into_body(), MAX_REQUEST).collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(e) => {
+                    return refuse_unread(format!(
+                        "plugin request unreadable or over {} MiB: {e}",
+                        MAX_REQUEST >> 20
+                    ))
+                }
+            };
+            let decision = judge(&bytes, policy, gate);
+            if decision.allowed() {
+                verdict(true, "")
+            } else {
+                log_denial(&bytes, &decision);
+                verdict(false, &decision.message())
+            }
+        }
+        // Responses are not filtered: the body is drained, never kept.
+        "/AuthZPlugin.AuthZRes" => {
+            let mut body = req.into_body();
+            while let Some(frame) = body.frame().await {
+                if frame.is_err() {
+                    break;
+                }
+            }
+            verdict(true, "")
+        }
+        _ => reply(StatusCode::NOT_FOUND, json!({"Err": "unknown endpoint"})),
+    }
+}
+
+/// The fields of dockerd's `authorization.Request` the gate reads.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct AuthzRequest {
+    #[serde(rename = "RequestMethod")]
+    method: String,
+    #[serde(rename = "RequestUri")]
+    uri: String,
+    #[serde(rename = "RequestBody")]
+    body: Option<String>,
+    #[serde(rename = "RequestHeaders")]
+    headers: Option<std::collections::BTreeMap<String, String>>,
+}
+
+fn judge(bytes: &[u8], policy: &Policy, gate: &Gate) -> Decision {
+    let unreadable = |what: String| Decision {
+        endpoint: "unreadable",
+        denial: Some(Denial::new(RULE_REQUEST, "plugin request", "", what)),
+    };
+    let request: AuthzRequest = match serde_json::from_slice(bytes) {
+        Ok(r) => r,
+        Err(e) => return unreadable(format!("plugin request is not JSON vibe-shim reads: {e}")),
+    };
+    let body = match request.body.as_deref() {
+        None => Vec::new(),
+        // Go encodes []byte as standard base64.
+        Some(text) => match base64::engine::general_purpose::STANDARD.decode(text) {
+            Ok(body) => body,
+            Err(e) => return unreadable(format!("RequestBody is not base64: {e}")),
+        },
+    };
+    let headers: Vec<(String, String)> = request.headers.unwrap_or_default().into_iter().collect();
+    let host = RealHost::new();
+    let cx = Cx {
+        policy,
+        gate,
+        host: &host,
+    };
+    decide(
+        &vibe_policy::authz::Request {
+            method: &request.method,
+            uri: &request.uri,
+            headers: &headers,
+            body: &body,
+        },
+        &cx,
+    )
+}
+
+fn refuse_unread(what: String) -> Reply {
+    let decision = Decision {
+        endpoint: "unreadable",
+        denial: Some(Denial::new(RULE_REQUEST, "plugin request", "", what)),
+    };
+    log_denial(b"", &decision);
+    verdict(false, &decision.message())
+}
+
+/// One JSON line per denial on stderr (the service's journal).
+fn log_denial(request: &[u8], decision: &Decision) {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Brief {
+        #[serde(rename = "RequestMethod")]
+        method: String,
+        #[serde(rename = "RequestUri")]
+        uri: String,
+        #[serde(rename = "User")]
+        user: String,
+    }
+    let brief: Brief = serde_json::from_slice(request).unwrap_or_default();
+    let time = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let line = json!({
+        "time": time,
+        "level": "deny",
+        "method": brief.method,
+        "uri": brief.uri.chars().take(512).collect::<String>(),
+        "user": brief.user,
+        "endpoint": decision.endpoint,
+        "denial": decision.denial,
+        "msg": decision.message(),
+    });
+    eprintln!("{line}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(body: &serde_json::Value) -> Vec<u8> {
+        body.to_string().into_bytes()
+    }
+
+    #[test]
+    fn envelope_is_decoded_and_judged() {
+        let policy = Policy::default();
+        let gate = Gate::default();
+        let body = base64::engine::general_purpose::STANDARD
+            .encode(br#"{"HostConfig":{"Binds":["/etc:/x"]}}"#);
+        let d = judge(
+            &req(
+                &json!({"RequestMethod": "POST", "RequestUri": "/v1.41/containers/create",
+                "RequestBody": body, "RequestHeaders": {"Content-Type": "application/json"}}),
+            ),
+            &policy,
+            &gate,
+        );
+        assert_eq!(d.denial.unwrap().rule, "authz-binds");
+        let d = judge(
+            &req(&json!({"RequestMethod": "GET", "RequestUri": "/_ping", "RequestBody": null})),
+            &policy,
+            &gate,
+        );
+        assert!(d.allowed());
+        for bad in [&b"{"[..], b"[]", br#"{"RequestBody":"***"}"#] {
+            assert!(!judge(bad, &policy, &gate).allowed());
+        }
+    }
+
+    #[test]
+    fn args() {
+        let args: Vec<OsString> = ["--socket=/s", "--runtime", "a", "--runtime", "b"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let o = parse_args(Path::new("/c"), &args).unwrap();
+        assert_eq!(o.socket, PathBuf::from("/s"));
+        assert_eq!(o.gate.runtimes, ["a", "b"]);
+        assert_eq!(o.gate.default_runtime, "runc");
+        assert!(parse_args(Path::new("/c"), &[OsString::from("--nope")]).is_err());
+    }
+}

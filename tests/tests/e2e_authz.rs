@@ -1,0 +1,472 @@
+//! End-to-end: the Docker API gate (`vibe-shim authz`) in front of a private
+//! dockerd of its own, started by `tests/env/authz.sh up` with
+//! `--authorization-plugin` (tests/run.sh's e2e-authz step does that and
+//! sets VIBE_AUTHZ_E2E=1; without it these tests print why and pass, since
+//! that step always runs them). Refusals are checked as the client sees
+//! them and by host evidence; the allowed container is judged from inside.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use vibe_shim_tests::docker::{run_bounded, runtime, unique_name, Output, IMAGE};
+
+/// The plugin-killed test stops the plugin: it runs alone.
+static PLUGIN: RwLock<()> = RwLock::new(());
+
+struct AuthzEnv {
+    docker_host: String,
+    plugin: String,
+    plugin_log: PathBuf,
+    script: PathBuf,
+}
+
+/// The authz env, or `None` (with the reason printed) outside its step.
+fn authz_env() -> Option<AuthzEnv> {
+    if std::env::var("VIBE_AUTHZ_E2E").as_deref() != Ok("1") {
+        eprintln!("skipped: VIBE_AUTHZ_E2E=1 is set by tests/run.sh's e2e-authz step, after tests/env/authz.sh up");
+        return None;
+    }
+    let state = std::env::var("VIBE_AUTHZ_STATE").unwrap_or_else(|_| "/run/vibe-authz".into());
+    let file = Path::new(&state).join("env");
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{}: {e}: run tests/env/authz.sh up", file.display()));
+    let get = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("{key} missing from {}", file.display()))
+            .to_string()
+    };
+    assert_eq!(
+        get("AUTHZ_RUNTIME"),
+        runtime(),
+        "the authz dockerd registers another runtime than runtime(): set VIBE_TEST_RUNTIME alike"
+    );
+    Some(AuthzEnv {
+        docker_host: get("DOCKER_HOST"),
+        plugin: get("AUTHZ_PLUGIN"),
+        plugin_log: PathBuf::from(get("AUTHZ_PLUGIN_LOG")),
+        script: PathBuf::from(get("AUTHZ_SCRIPT")),
+    })
+}
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    PLUGIN.read().unwrap_or_else(|e| e.into_inner())
+}
+
+impl AuthzEnv {
+    fn docker(&self, args: &[&str]) -> Output {
+        self.docker_timeout(args, Duration::from_secs(90))
+    }
+
+    fn docker_timeout(&self, args: &[&str], timeout: Duration) -> Output {
+        let mut cmd = Command::new("docker");
+        cmd.env_remove("DOCKER_CONTEXT")
+            .env_remove("DOCKER_CONFIG")
+            .arg("-H")
+            .arg(&self.docker_host)
+            .args(args);
+        run_bounded(cmd, None, timeout)
+    }
+
+    /// Raw API call: `curl --unix-socket`, printing the body then the status.
+    fn api(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        self.api_with(method, path, body, "Content-Type: application/json")
+    }
+
+    fn api_with(&self, method: &str, path: &str, body: &str, header: &str) -> (u16, String) {
+        let socket = self.docker_host.trim_start_matches("unix://");
+        let mut cmd = Command::new("curl");
+        cmd.args([
+            "-sS",
+            "--unix-socket",
+            socket,
+            "-X",
+            method,
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            header,
+            "--data-binary",
+            body,
+            "-w",
+            "\n%{http_code}",
+            &format!("http://docker{path}"),
+        ]);
+        let out = run_bounded(cmd, None, Duration::from_secs(60));
+        let (text, code) = out.stdout.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), text.to_string())
+    }
+
+    /// The refusal line the docker CLI prints for this plugin.
+    fn assert_refused(&self, out: &Output, rule: &str) {
+        assert!(!out.success(), "not refused: {out}");
+        let prefix = format!(
+            "Error response from daemon: authorization denied by plugin {}: vibe-shim: {rule}: ",
+            self.plugin
+        );
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.contains("authorization denied"))
+            .unwrap_or_else(|| panic!("no refusal line: {out}"));
+        assert!(
+            line.trim_start_matches("docker: ").starts_with(&prefix),
+            "want {prefix:?}..., got {line:?}"
+        );
+    }
+
+    fn plugin_log_has(&self, needle: &str) -> bool {
+        std::fs::read_to_string(&self.plugin_log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("\"level\":\"deny\"") && l.contains(needle))
+    }
+}
+
+/// `docker rm -f` on drop.
+struct Named<'a> {
+    env: &'a AuthzEnv,
+    name: String,
+    volume: bool,
+}
+
+impl Drop for Named<'_> {
+    fn drop(&mut self) {
+        let args: &[&str] = if self.volume {
+            &["volume", "rm", "-f", &self.name]
+        } else {
+            &["rm", "-f", &self.name]
+        };
+        let _ = self.env.docker(args);
+    }
+}
+
+fn named<'a>(env: &'a AuthzEnv, tag: &str) -> Named<'a> {
+    Named {
+        env,
+        name: unique_name(tag),
+        volume: false,
+    }
+}
+
+const WORKTREES: &str = "/var/tmp/vibe-test/worktrees";
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn bind_outside_the_allowlist_is_refused_in_one_line() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let c = named(&env, "authz-etc");
+    let out = env.docker(&[
+        "run",
+        "--rm",
+        "--name",
+        &c.name,
+        "--network",
+        "none",
+        "-v",
+        "/etc:/x",
+        IMAGE,
+        "cat",
+        "/x/shadow",
+    ]);
+    env.assert_refused(&out, "authz-binds");
+    assert!(out.stderr.contains("(/HostConfig/Binds/0: /etc)"), "{out}");
+    assert!(!out.stdout.contains("root:"), "{out}");
+    assert!(
+        env.plugin_log_has("/HostConfig/Binds/0"),
+        "no denial line in the plugin log"
+    );
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn refused_bind_source_directory_is_never_created() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let parent = PathBuf::from("/var/tmp").join(unique_name("authz-missing"));
+    let source = parent.join("sub");
+    let c = named(&env, "authz-missing");
+    let bind = format!("{}:/x", source.display());
+    let out = env.docker(&[
+        "run",
+        "--rm",
+        "--name",
+        &c.name,
+        "--network",
+        "none",
+        "-v",
+        &bind,
+        IMAGE,
+        "true",
+    ]);
+    env.assert_refused(&out, "authz-binds");
+    assert!(
+        !source.exists() && !parent.exists(),
+        "dockerd created {}",
+        source.display()
+    );
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn mount_type_bind_and_volume_bind_options_are_refused() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let c = named(&env, "authz-mount");
+    let out = env.docker(&[
+        "run",
+        "--rm",
+        "--name",
+        &c.name,
+        "--network",
+        "none",
+        "--mount",
+        "type=bind,source=/etc,target=/x",
+        IMAGE,
+        "true",
+    ]);
+    env.assert_refused(&out, "authz-binds");
+    let out = env.docker(&[
+        "run", "--rm", "--name", &c.name, "--network", "none", "--mount",
+        "type=volume,target=/x,volume-driver=local,volume-opt=type=none,volume-opt=o=bind,volume-opt=device=/etc",
+        IMAGE, "true",
+    ]);
+    env.assert_refused(&out, "authz-volume");
+    let v = Named {
+        env: &env,
+        name: unique_name("authz-vol"),
+        volume: true,
+    };
+    let out = env.docker(&[
+        "volume",
+        "create",
+        "-d",
+        "local",
+        "-o",
+        "type=none",
+        "-o",
+        "o=bind",
+        "-o",
+        "device=/etc",
+        &v.name,
+    ]);
+    env.assert_refused(&out, "authz-volume");
+    let listed = env.docker(&["volume", "ls", "-q"]);
+    assert!(!listed.stdout.lines().any(|l| l == v.name), "{listed}");
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn go_folded_and_duplicate_keys_cannot_smuggle_binds() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let path = "/v1.41/containers/create";
+    let image = IMAGE;
+    for (body, rule) in [
+        (
+            format!(r#"{{"Image":"{image}","hostconfig":{{"Binds":["/etc:/x"]}}}}"#),
+            "json-keys",
+        ),
+        (
+            format!(
+                r#"{{"Image":"{image}","HostConfig":{{"NetworkMode":"none"}},"HostConfig":{{"Binds":["/etc:/x"]}}}}"#
+            ),
+            "json-keys",
+        ),
+        (
+            format!("{{\"Image\":\"{image}\",\"HostConfig\":{{\"Bind\u{017F}\":[\"/etc:/x\"]}}}}"),
+            "json-keys",
+        ),
+        // moby 20.10 also reads HostConfig fields at the top level.
+        (
+            format!(r#"{{"Image":"{image}","Binds":["/etc:/x"]}}"#),
+            "authz-binds",
+        ),
+        (
+            format!(r#"{{"Image":"{image}","HostConfig":{{"Binds":["/%65tc:/x"]}}}}"#),
+            "authz-binds",
+        ),
+    ] {
+        let (code, text) = env.api("POST", path, &body);
+        assert_eq!(code, 403, "{body} -> {text}");
+        let want = format!(
+            "authorization denied by plugin {}: vibe-shim: {rule}: ",
+            env.plugin
+        );
+        assert!(text.contains(&want), "{body} -> {text}");
+    }
+    // A chunked body (no Content-Length): dockerd 20.10 shows it to the
+    // plugin; were it not shown, the gate would refuse it unseen.
+    let body = format!(r#"{{"Image":"{image}","HostConfig":{{"Binds":["/etc:/x"]}}}}"#);
+    let (code, text) = env.api_with("POST", path, &body, "Transfer-Encoding: chunked");
+    assert_eq!(code, 403, "{text}");
+    assert!(
+        text.contains("vibe-shim: authz-binds: ") || text.contains("vibe-shim: authz-body: "),
+        "{text}"
+    );
+    // Over 1 MiB dockerd shows the plugin no body at all: refused unseen.
+    let big = PathBuf::from("/var/tmp").join(unique_name("authz-big.json"));
+    let padded = format!(
+        r#"{{"Image":"{image}",{}"HostConfig":{{"Binds":["/etc:/x"]}}}}"#,
+        " ".repeat(1 << 20)
+    );
+    std::fs::write(&big, padded).unwrap();
+    let (code, text) = env.api("POST", path, &format!("@{}", big.display()));
+    let _ = std::fs::remove_file(&big);
+    assert_eq!(code, 403, "{text}");
+    assert!(text.contains("vibe-shim: authz-body: "), "{text}");
+    // A path-encoded route is the same endpoint to dockerd.
+    let body = format!(r#"{{"Image":"{image}","HostConfig":{{"Binds":["/etc:/x"]}}}}"#);
+    let (code, text) = env.api("POST", "/v1.41/containers/%63reate", &body);
+    assert_eq!(code, 403, "{text}");
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn docker_cp_is_refused_both_ways() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let c = named(&env, "authz-cp");
+    env.docker(&[
+        "create",
+        "--name",
+        &c.name,
+        "--network",
+        "none",
+        IMAGE,
+        "true",
+    ])
+    .ok();
+    let dest = PathBuf::from("/var/tmp").join(unique_name("authz-cp-out"));
+    let from = format!("{}:/bin/busybox", c.name);
+    let out = env.docker(&["cp", &from, dest.to_str().unwrap()]);
+    env.assert_refused(&out, "authz-archive");
+    assert!(!dest.exists());
+    // Copying in: the CLI's first HEAD is refused and it prints only "no
+    // such directory"; the PUT itself is refused with the vibe-shim line.
+    let to = format!("{}:/tmp/", c.name);
+    let out = env.docker(&["cp", "/etc/hostname", &to]);
+    assert!(!out.success(), "{out}");
+    let put = format!("/v1.41/containers/{}/archive?path=/tmp", c.name);
+    let (code, text) = env.api("PUT", &put, "x");
+    assert_eq!(code, 403, "{text}");
+    assert!(text.contains("vibe-shim: authz-archive: "), "{text}");
+    // export only reads the container's own layer: allowed.
+    let tar = PathBuf::from("/var/tmp").join(unique_name("authz-export.tar"));
+    let out = env.docker(&["export", "-o", tar.to_str().unwrap(), &c.name]);
+    let size = std::fs::metadata(&tar).map(|m| m.len()).unwrap_or(0);
+    let _ = std::fs::remove_file(&tar);
+    assert!(out.success() && size > 0, "{out}");
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn other_runtimes_are_refused() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    for rt in ["runc", "io.containerd.runc.v2"] {
+        let c = named(&env, "authz-rt");
+        let flag = format!("--runtime={rt}");
+        let out = env.docker(&[
+            "run",
+            "--rm",
+            "--name",
+            &c.name,
+            "--network",
+            "none",
+            &flag,
+            IMAGE,
+            "true",
+        ]);
+        env.assert_refused(&out, "authz-runtime");
+    }
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn allowed_bind_with_the_default_runtime_runs_confined() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let dir = Path::new(WORKTREES).join(unique_name("authz-ok"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("f"), "from-host\n").unwrap();
+    let c = named(&env, "authz-ok");
+    let bind = format!("{}:/w", dir.display());
+    let out = env.docker(&[
+        "run",
+        "--rm",
+        "--name",
+        &c.name,
+        "--network",
+        "none",
+        "-v",
+        &bind,
+        IMAGE,
+        "sh",
+        "-c",
+        "cat /w/f; grep -E '^(NoNewPrivs|CapEff)' /proc/self/status",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.success(), "{out}");
+    assert!(out.stdout.contains("from-host"), "{out}");
+    // The default runtime is vibe-shim's: confined, seen from inside.
+    assert!(out.stdout.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.stdout.contains("CapEff:\t0000000000000000"), "{out}");
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn plugin_down_means_dockerd_refuses() {
+    let Some(env) = authz_env() else { return };
+    let _alone = PLUGIN.write().unwrap_or_else(|e| e.into_inner());
+    let script = |verb: &str| {
+        let mut cmd = Command::new("bash");
+        cmd.arg(&env.script).arg(verb);
+        run_bounded(cmd, None, Duration::from_secs(60))
+    };
+    script("plugin-kill").ok();
+    let marker = PathBuf::from("/var/tmp").join(unique_name("authz-down"));
+    let c = named(&env, "authz-down");
+    let bind = format!("{}:/x", marker.display());
+    // dockerd retries an unreachable plugin for about 30 s, then refuses.
+    let out = env.docker_timeout(
+        &[
+            "run",
+            "--rm",
+            "--name",
+            &c.name,
+            "--network",
+            "none",
+            "-v",
+            &bind,
+            IMAGE,
+            "true",
+        ],
+        Duration::from_secs(150),
+    );
+    let body = format!(r#"{{"Image":"{IMAGE}","HostConfig":{{"Binds":["{bind}"]}}}}"#);
+    let (code, text) = env.api("POST", "/v1.41/containers/create", &body);
+    let restarted = script("plugin-start");
+    assert!(code >= 400, "created without the plugin: {code} {text}");
+    assert!(
+        text.contains(&format!("plugin {} failed", env.plugin)),
+        "{text}"
+    );
+    assert!(
+        !out.success() && !out.timed_out,
+        "ran without the plugin: {out}"
+    );
+    // dockerd answers every request (the CLI's /_ping first) with an error
+    // naming the plugin, which the 20.10 CLI reports as a 500 on /_ping.
+    assert!(
+        out.stderr.contains(&env.plugin) || out.stderr.contains("500 Internal Server Error"),
+        "{out}"
+    );
+    assert!(!marker.exists(), "dockerd created {}", marker.display());
+    assert!(restarted.success(), "{restarted}");
+    let out = env.docker(&["run", "--rm", "--network", "none", IMAGE, "true"]);
+    assert!(out.success(), "after restart: {out}");
+}
