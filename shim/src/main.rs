@@ -7,6 +7,7 @@
 mod args;
 mod audit;
 mod host;
+mod install;
 mod log;
 mod policy_file;
 mod private_file;
@@ -47,6 +48,8 @@ fn run() -> i32 {
     match verb.as_str() {
         "hook" => return run_hook(&config_path, &inv),
         "policy" => return run_policy_cmd(&config_path, &inv),
+        "install" => return verbs::install::run(inv.verb_args(), false),
+        "uninstall" => return verbs::install::run(inv.verb_args(), true),
         _ => {}
     }
     if let Err(e) = runtime::check_not_reentered(std::env::var_os(runtime::ACTIVE_ENV).as_deref()) {
