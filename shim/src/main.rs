@@ -6,6 +6,7 @@
 
 mod args;
 mod audit;
+mod doctor;
 mod host;
 mod install;
 mod log;
@@ -50,6 +51,7 @@ fn run() -> i32 {
         "policy" => return run_policy_cmd(&config_path, &inv),
         "install" => return verbs::install::run(inv.verb_args(), false),
         "uninstall" => return verbs::install::run(inv.verb_args(), true),
+        "doctor" => return doctor::run(inv.verb_args()),
         _ => {}
     }
     if let Err(e) = runtime::check_not_reentered(std::env::var_os(runtime::ACTIVE_ENV).as_deref()) {
