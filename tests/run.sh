@@ -209,4 +209,9 @@ if [ ${#NET_SUITE[@]} -gt 0 ]; then
         -- --ignored --test-threads=1 || true
 fi
 
+# The Debian package (issue 10): dpkg -i, `vibe-shim install` into scratch
+# copies of the engine configs, dpkg -r / -P, and the host as found. After
+# the e2e suites: it installs /usr/bin/vibe-shim and /etc/vibe-shim briefly.
+step deb bash tests/env/deb.sh || true
+
 # ---- 6. down.sh runs from the EXIT trap --------------------------------------

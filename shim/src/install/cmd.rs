@@ -186,6 +186,10 @@ fn uninstalled_line(engine: &str, config: &Path, result: Uninstalled) -> String 
             "vibe-shim: {}: restored as it was before install; {hint}\n",
             config.display()
         ),
+        Uninstalled::Removed => format!(
+            "vibe-shim: {}: removed (install had created it); {hint}\n",
+            config.display()
+        ),
         Uninstalled::Reverted => format!(
             "vibe-shim: {}: changed since install; took out only what install added; {hint}\n",
             config.display()
@@ -286,7 +290,8 @@ mod tests {
         assert_eq!(v["debug"], true);
         assert_eq!(v["authorization-plugins"][0], "vibe-shim");
         let out = uninstall("all", &args(&["--state-dir", &state])).unwrap();
-        assert_eq!(out.matches("restored").count(), 3, "{out}");
+        assert_eq!(out.matches("restored").count(), 2, "{out}");
+        assert_eq!(out.matches("removed").count(), 1, "{out}");
         assert_eq!(std::fs::read_to_string(d("daemon.json")).unwrap(), daemon);
         assert_eq!(std::fs::read_to_string(d("config.toml")).unwrap(), ctd);
         assert!(!dir.path().join("conf.d").exists());

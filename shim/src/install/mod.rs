@@ -270,8 +270,10 @@ pub fn backup_path(config: &Path) -> PathBuf {
 #[derive(Debug, PartialEq)]
 pub enum Uninstalled {
     NotInstalled,
-    /// The original bytes are back (or the file install created is gone).
+    /// The original bytes are back.
     Restored,
+    /// The file install created is gone.
+    Removed,
     /// The file changed since install: only install's keys were undone.
     Reverted,
 }
@@ -295,16 +297,17 @@ pub fn unapply(
     let outcome = match current {
         // Gone already: nothing of ours is left to undo.
         None => Uninstalled::Reverted,
-        Some(text) if text == record.written => {
-            match (&record.backup, record.created_file) {
-                (Some(backup), _) => {
-                    let bytes = std::fs::read(backup).map_err(io_err(backup))?;
-                    write_atomic(config, &bytes, 0o644)?;
-                }
-                (None, _) => std::fs::remove_file(config).map_err(io_err(config))?,
+        Some(text) if text == record.written => match &record.backup {
+            Some(backup) => {
+                let bytes = std::fs::read(backup).map_err(io_err(backup))?;
+                write_atomic(config, &bytes, 0o644)?;
+                Uninstalled::Restored
             }
-            Uninstalled::Restored
-        }
+            None => {
+                std::fs::remove_file(config).map_err(io_err(config))?;
+                Uninstalled::Removed
+            }
+        },
         Some(text) => {
             let reverted = revert(&text, &record).map_err(|reason| InstallError::Parse {
                 path: config.to_path_buf(),
@@ -316,7 +319,7 @@ pub fn unapply(
             Uninstalled::Reverted
         }
     };
-    if outcome == Uninstalled::Restored && record.created_file {
+    if outcome == Uninstalled::Removed {
         for dir in record.created_dirs.iter().rev() {
             // Only if empty: anything else in it is not ours.
             let _ = std::fs::remove_dir(dir);
