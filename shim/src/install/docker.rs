@@ -164,8 +164,8 @@ pub fn reload_hint(authz: bool) -> String {
     if authz {
         hint.push_str(
             "\nStart the plugin before the reload (`systemctl enable --now vibe-shim-authz`): \
-             dockerd refuses the reload when /run/docker/plugins/vibe-shim.sock is missing, \
-             and refuses every request while the plugin is unreachable.",
+             dockerd exits (a fatal error) when a reload names a plugin it cannot find at \
+             /run/docker/plugins/vibe-shim.sock, and refuses every request while it is unreachable.",
         );
     }
     hint
