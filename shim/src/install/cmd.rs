@@ -81,6 +81,13 @@ pub fn install(target: &str, args: &[OsString]) -> Result<String, InstallError> 
                 out.push_str(&docker::reload_hint(dopts.authz));
                 out.push('\n');
             }
+            if dopts.authz && !Path::new(docker::AUTHZ_SOCKET).exists() {
+                let _ = writeln!(
+                    out,
+                    "WARNING: {} does not exist yet: do not reload dockerd before the plugin runs",
+                    docker::AUTHZ_SOCKET
+                );
+            }
             Ok(out)
         }
         "containerd" => {

@@ -11,6 +11,7 @@ pub const DEFAULT_DAEMON_JSON: &str = "/etc/docker/daemon.json";
 /// The authz plugin's name: dockerd finds it as
 /// /run/docker/plugins/<name>.sock.
 pub const AUTHZ_PLUGIN: &str = "vibe-shim";
+pub const AUTHZ_SOCKET: &str = "/run/docker/plugins/vibe-shim.sock";
 
 const RUNTIMES: &str = "runtimes";
 const DEFAULT_RUNTIME: &str = "default-runtime";
