@@ -227,6 +227,12 @@ if [ -f tests/tests/e2e_authz.rs ]; then
     step e2e-authz authz_e2e || true
 fi
 
+# ---- 5d. the Debian package --------------------------------------------------
+# The Debian package (issue 10): dpkg -i, `vibe-shim install` into scratch
+# copies of the engine configs, dpkg -r / -P, and the host as found. After
+# the e2e suites: it installs /usr/bin/vibe-shim and /etc/vibe-shim briefly.
+step deb bash tests/env/deb.sh || true
+
 # ---- 5z. the same suites on Debian sid's stack (issue 11) -------------------
 # Docker 28, containerd 2, runc 1.3 and podman 5 from a tree debootstrapped
 # fresh for this run, beside the host dockerd above: sid-up.sh, every e2e

@@ -7,7 +7,9 @@
 mod args;
 mod audit;
 mod authz;
+mod doctor;
 mod host;
+mod install;
 mod log;
 mod policy_file;
 mod private_file;
@@ -49,6 +51,9 @@ fn run() -> i32 {
         "hook" => return run_hook(&config_path, &inv),
         "policy" => return run_policy_cmd(&config_path, &inv),
         "authz" => return authz::run(&config_path, inv.verb_args()),
+        "install" => return verbs::install::run(inv.verb_args(), false),
+        "uninstall" => return verbs::install::run(inv.verb_args(), true),
+        "doctor" => return doctor::run(inv.verb_args()),
         _ => {}
     }
     if let Err(e) = runtime::check_not_reentered(std::env::var_os(runtime::ACTIVE_ENV).as_deref()) {

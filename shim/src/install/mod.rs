@@ -1,0 +1,522 @@
+//! `vibe-shim install|uninstall docker|containerd|podman`: register
+//! vibe-shim with an engine the way `nvidia-ctk runtime configure` does.
+//!
+//! Each engine module holds pure edit functions (text in, text out, plus
+//! what was changed) with their unit tests; this module does the file I/O:
+//! a backup of the original bytes, an atomic write, and a record under
+//! `/var/lib/vibe-shim/installed/` of exactly what install changed, so
+//! `uninstall` (and the package's prerm) undoes that and nothing else.
+
+pub mod cmd;
+pub mod containerd;
+pub mod docker;
+pub mod podman;
+mod toml_doc;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The name every engine knows vibe-shim by (the authz plugin and
+/// `doctor` look for it).
+pub const RUNTIME_NAME: &str = "vibe-shim";
+/// The packaged binary.
+pub const DEFAULT_BINARY: &str = "/usr/bin/vibe-shim";
+/// Where install records what it changed.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/vibe-shim/installed";
+/// Suffix of the backup of the original config, next to it.
+pub const BACKUP_SUFFIX: &str = ".vibe-shim.bak";
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    Parse { path: PathBuf, reason: String },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
+    move |source| InstallError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One value install set, for the record: where, what was there, what it
+/// wrote. `before: None` means the key was absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyChange {
+    pub path: Vec<String>,
+    pub before: Option<serde_json::Value>,
+    pub after: serde_json::Value,
+}
+
+/// What install did to one engine config file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub engine: String,
+    pub config: PathBuf,
+    /// The file did not exist before install.
+    pub created_file: bool,
+    /// Directories install created for the file, outermost first.
+    #[serde(default)]
+    pub created_dirs: Vec<PathBuf>,
+    /// The original bytes, when the file existed.
+    pub backup: Option<PathBuf>,
+    /// The file's content as install last wrote it: if it still reads so,
+    /// uninstall puts the original bytes back as they were.
+    pub written: String,
+    /// Each key install set, in order.
+    #[serde(default)]
+    pub changes: Vec<KeyChange>,
+    /// Tables install created (containerd), parents first.
+    #[serde(default)]
+    pub created_tables: Vec<Vec<String>>,
+}
+
+impl Record {
+    /// Merges a later install's changes: the first `before` of each key is
+    /// the one uninstall restores.
+    fn absorb(&mut self, later: Vec<KeyChange>, tables: Vec<Vec<String>>) {
+        for change in later {
+            match self.changes.iter_mut().find(|c| c.path == change.path) {
+                Some(old) => old.after = change.after,
+                None => self.changes.push(change),
+            }
+        }
+        for t in tables {
+            if !self.created_tables.contains(&t) {
+                self.created_tables.push(t);
+            }
+        }
+    }
+}
+
+/// The record file for one engine config: one per (engine, path).
+pub fn record_path(state_dir: &Path, engine: &str, config: &Path) -> PathBuf {
+    let flat: String = config
+        .to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    state_dir.join(format!("{engine}{flat}.json"))
+}
+
+pub fn load_record(path: &Path) -> Result<Option<Record>, InstallError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| InstallError::Parse {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
+
+/// Writes `bytes` to `path` through a temp file and a rename, keeping the
+/// old file's mode (new files: `mode`).
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), InstallError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mode = std::fs::metadata(path)
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or(mode);
+    let mut tmp = tempfile_in(dir, path)?;
+    tmp.1.write_all(bytes).map_err(io_err(&tmp.0))?;
+    tmp.1.sync_all().map_err(io_err(&tmp.0))?;
+    std::fs::set_permissions(&tmp.0, std::fs::Permissions::from_mode(mode))
+        .map_err(io_err(&tmp.0))?;
+    std::fs::rename(&tmp.0, path).map_err(io_err(path))
+}
+
+fn tempfile_in(dir: &Path, target: &Path) -> Result<(PathBuf, std::fs::File), InstallError> {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.vibe-shim.{}", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(io_err(&tmp))?;
+    Ok((tmp, file))
+}
+
+/// Creates `dir` and its missing parents; returns those it created,
+/// outermost first.
+fn create_dirs(dir: &Path) -> Result<Vec<PathBuf>, InstallError> {
+    let mut missing = Vec::new();
+    let mut cur = Some(dir);
+    while let Some(d) = cur {
+        if d.as_os_str().is_empty() || d.exists() {
+            break;
+        }
+        missing.push(d.to_path_buf());
+        cur = d.parent();
+    }
+    missing.reverse();
+    for d in &missing {
+        std::fs::create_dir(d).map_err(io_err(d))?;
+    }
+    Ok(missing)
+}
+
+/// The result of an engine's pure edit.
+pub struct Edit {
+    /// The new file content; `None`: already configured.
+    pub text: Option<String>,
+    pub changes: Vec<KeyChange>,
+    pub created_tables: Vec<Vec<String>>,
+}
+
+/// What `install` reports.
+#[derive(Debug, PartialEq)]
+pub enum Installed {
+    Already,
+    Changed { backup: Option<PathBuf> },
+    DryRun(String),
+}
+
+/// Applies an engine's edit to `config`: backup, atomic write, record.
+pub fn apply(
+    engine: &str,
+    config: &Path,
+    state_dir: &Path,
+    dry_run: bool,
+    edit: impl FnOnce(&str) -> Result<Edit, String>,
+) -> Result<Installed, InstallError> {
+    let original = match std::fs::read(config) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err(config)(e)),
+    };
+    let text = match &original {
+        Some(bytes) => std::str::from_utf8(bytes).map_err(|e| InstallError::Parse {
+            path: config.to_path_buf(),
+            reason: format!("not UTF-8: {e}"),
+        })?,
+        None => "",
+    };
+    let result = edit(text).map_err(|reason| InstallError::Parse {
+        path: config.to_path_buf(),
+        reason,
+    })?;
+    let Some(new_text) = result.text else {
+        return Ok(Installed::Already);
+    };
+    if dry_run {
+        return Ok(Installed::DryRun(new_text));
+    }
+    let rec_path = record_path(state_dir, engine, config);
+    let mut record = match load_record(&rec_path)? {
+        Some(r) => r,
+        None => Record {
+            engine: engine.into(),
+            config: config.to_path_buf(),
+            created_file: original.is_none(),
+            ..Record::default()
+        },
+    };
+    if record.created_dirs.is_empty() && original.is_none() {
+        if let Some(parent) = config.parent() {
+            record.created_dirs = create_dirs(parent)?;
+        }
+    }
+    // The backup holds the bytes from before the first install only.
+    if let (Some(bytes), None) = (&original, &record.backup) {
+        let backup = backup_path(config);
+        write_atomic(&backup, bytes, 0o600)?;
+        record.backup = Some(backup);
+    }
+    record.absorb(result.changes, result.created_tables);
+    record.written = new_text.clone();
+    create_dirs(state_dir)?;
+    let rec_json = serde_json::to_string_pretty(&record).map_err(|e| InstallError::Parse {
+        path: rec_path.clone(),
+        reason: e.to_string(),
+    })?;
+    // The record first: a crash between the two leaves a record of a change
+    // not made, which uninstall tolerates; the reverse would strand it.
+    write_atomic(&rec_path, rec_json.as_bytes(), 0o600)?;
+    write_atomic(config, new_text.as_bytes(), 0o644)?;
+    Ok(Installed::Changed {
+        backup: record.backup,
+    })
+}
+
+pub fn backup_path(config: &Path) -> PathBuf {
+    let mut name = config.as_os_str().to_owned();
+    name.push(BACKUP_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// What `uninstall` reports.
+#[derive(Debug, PartialEq)]
+pub enum Uninstalled {
+    NotInstalled,
+    /// The original bytes are back.
+    Restored,
+    /// The file install created is gone.
+    Removed,
+    /// The file changed since install: only install's keys were undone.
+    Reverted,
+}
+
+/// Undoes what the record says install did to `config`.
+pub fn unapply(
+    engine: &str,
+    config: &Path,
+    state_dir: &Path,
+    revert: impl FnOnce(&str, &Record) -> Result<String, String>,
+) -> Result<Uninstalled, InstallError> {
+    let rec_path = record_path(state_dir, engine, config);
+    let Some(record) = load_record(&rec_path)? else {
+        return Ok(Uninstalled::NotInstalled);
+    };
+    let current = match std::fs::read_to_string(config) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err(config)(e)),
+    };
+    let outcome = match current {
+        // Gone already: nothing of ours is left to undo.
+        None => Uninstalled::Reverted,
+        Some(text) if text == record.written => match &record.backup {
+            Some(backup) => {
+                let bytes = std::fs::read(backup).map_err(io_err(backup))?;
+                write_atomic(config, &bytes, 0o644)?;
+                Uninstalled::Restored
+            }
+            None => {
+                std::fs::remove_file(config).map_err(io_err(config))?;
+                Uninstalled::Removed
+            }
+        },
+        Some(text) => {
+            let reverted = revert(&text, &record).map_err(|reason| InstallError::Parse {
+                path: config.to_path_buf(),
+                reason,
+            })?;
+            if reverted != text {
+                write_atomic(config, reverted.as_bytes(), 0o644)?;
+            }
+            Uninstalled::Reverted
+        }
+    };
+    if outcome == Uninstalled::Removed {
+        for dir in record.created_dirs.iter().rev() {
+            // Only if empty: anything else in it is not ours.
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    if let Some(backup) = &record.backup {
+        let _ = std::fs::remove_file(backup);
+    }
+    std::fs::remove_file(&rec_path).map_err(io_err(&rec_path))?;
+    Ok(outcome)
+}
+
+/// Parsed `install`/`uninstall` options (`--flag VALUE`, `--flag=VALUE`,
+/// boolean `--flag`).
+#[derive(Debug, Default)]
+pub struct Opts {
+    pub values: Vec<(String, String)>,
+    pub flags: Vec<String>,
+}
+
+impl Opts {
+    pub fn parse(
+        args: &[OsString],
+        with_value: &[&str],
+        boolean: &[&str],
+    ) -> Result<Opts, InstallError> {
+        let mut opts = Opts::default();
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let arg = arg
+                .to_str()
+                .ok_or_else(|| InstallError::Usage("argument is not UTF-8".into()))?;
+            let Some(name) = arg.strip_prefix("--") else {
+                return Err(InstallError::Usage(format!("unexpected argument {arg:?}")));
+            };
+            let (name, inline) = match name.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (name, None),
+            };
+            if with_value.contains(&name) {
+                let value = match inline {
+                    Some(v) => v,
+                    None => it
+                        .next()
+                        .and_then(|v| v.to_str())
+                        .ok_or_else(|| InstallError::Usage(format!("--{name} needs a value")))?
+                        .to_string(),
+                };
+                if value.is_empty() {
+                    return Err(InstallError::Usage(format!("--{name} is empty")));
+                }
+                opts.values.push((name.to_string(), value));
+            } else if boolean.contains(&name) && inline.is_none() {
+                opts.flags.push(name.to_string());
+            } else {
+                return Err(InstallError::Usage(format!("unknown option --{name}")));
+            }
+        }
+        Ok(opts)
+    }
+
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn flag(&self, name: &str) -> bool {
+        self.flags.iter().any(|f| f == name)
+    }
+}
+
+/// `--path` must name an absolute path: engines exec it from their own cwd.
+pub fn binary_path(opts: &Opts) -> Result<String, InstallError> {
+    let path = opts.value("path").unwrap_or(DEFAULT_BINARY);
+    if !path.starts_with('/') {
+        return Err(InstallError::Usage(format!(
+            "--path {path:?}: an absolute path is needed"
+        )));
+    }
+    Ok(path.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add_key(text: &str) -> Result<Edit, String> {
+        if text.contains("key") {
+            return Ok(Edit {
+                text: None,
+                changes: vec![],
+                created_tables: vec![],
+            });
+        }
+        Ok(Edit {
+            text: Some(format!("{text}key\n")),
+            changes: vec![KeyChange {
+                path: vec!["key".into()],
+                before: None,
+                after: serde_json::json!(true),
+            }],
+            created_tables: vec![],
+        })
+    }
+
+    #[test]
+    fn backup_once_record_and_byte_exact_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("conf");
+        let state = dir.path().join("state");
+        std::fs::write(&config, "  original\n").unwrap();
+        let first = apply("t", &config, &state, false, add_key).unwrap();
+        assert_eq!(
+            first,
+            Installed::Changed {
+                backup: Some(backup_path(&config))
+            }
+        );
+        assert_eq!(
+            std::fs::read_to_string(backup_path(&config)).unwrap(),
+            "  original\n"
+        );
+        // Second run: nothing written, no backup churn.
+        let mtime = std::fs::metadata(backup_path(&config))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(
+            apply("t", &config, &state, false, add_key).unwrap(),
+            Installed::Already
+        );
+        assert_eq!(
+            std::fs::metadata(backup_path(&config))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            mtime
+        );
+        let undo = |_: &str, _: &Record| -> Result<String, String> { unreachable!() };
+        assert_eq!(
+            unapply("t", &config, &state, undo).unwrap(),
+            Uninstalled::Restored
+        );
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), "  original\n");
+        assert!(!backup_path(&config).exists());
+        let undo = |_: &str, _: &Record| -> Result<String, String> { unreachable!() };
+        assert_eq!(
+            unapply("t", &config, &state, undo).unwrap(),
+            Uninstalled::NotInstalled
+        );
+    }
+
+    #[test]
+    fn created_file_and_dirs_go_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("a/b/conf");
+        let state = dir.path().join("state");
+        apply("t", &config, &state, false, add_key).unwrap();
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), "key\n");
+        let undo = |_: &str, _: &Record| -> Result<String, String> { unreachable!() };
+        unapply("t", &config, &state, undo).unwrap();
+        assert!(!dir.path().join("a").exists());
+    }
+
+    #[test]
+    fn a_file_changed_since_install_is_reverted_not_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("conf");
+        let state = dir.path().join("state");
+        std::fs::write(&config, "orig\n").unwrap();
+        apply("t", &config, &state, false, add_key).unwrap();
+        std::fs::write(&config, "orig\nkey\nadmin\n").unwrap();
+        let undo = |text: &str, rec: &Record| -> Result<String, String> {
+            assert_eq!(rec.changes.len(), 1);
+            Ok(text.replace("key\n", ""))
+        };
+        assert_eq!(
+            unapply("t", &config, &state, undo).unwrap(),
+            Uninstalled::Reverted
+        );
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), "orig\nadmin\n");
+    }
+
+    #[test]
+    fn options() {
+        let args: Vec<OsString> = ["--daemon-json", "/x", "--default", "--path=/p"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let o = Opts::parse(&args, &["daemon-json", "path"], &["default"]).unwrap();
+        assert_eq!(o.value("daemon-json"), Some("/x"));
+        assert_eq!(o.value("path"), Some("/p"));
+        assert!(o.flag("default"));
+        assert!(Opts::parse(&args[..1], &["daemon-json"], &[]).is_err());
+        assert!(Opts::parse(&args, &["daemon-json"], &["default"]).is_err());
+    }
+}

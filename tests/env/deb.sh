@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# tests/env/deb.sh: build the .deb, install it on this host, configure
+# scratch copies of the engine configs with it, remove and purge it, and
+# prove the host is as it was found (issue 10 sec. 3). tests/run.sh runs it
+# after the end-to-end suites. Never touches the test dockerd's config, nor
+# /etc/docker, /etc/containerd, /etc/containers (they are only checksummed).
+set -euo pipefail
+
+REPO=${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+cd "$REPO"
+PKG=vibe-shim
+BIN=/usr/bin/vibe-shim
+
+if dpkg-query -W -f='${Status}' "$PKG" 2>/dev/null | grep -q 'installed'; then
+    echo "deb.sh: $PKG is installed on this host already; this test would remove it" >&2
+    exit 1
+fi
+
+if ! command -v cargo-deb >/dev/null; then
+    t0=$SECONDS
+    echo "-- cargo install cargo-deb --locked"
+    cargo install cargo-deb --locked --quiet
+    echo "-- cargo-deb installed in $((SECONDS - t0))s"
+fi
+cargo deb -p vibe-shim --no-build
+deb=$(ls -t "${CARGO_TARGET_DIR:-$REPO/target}"/debian/vibe-shim_*.deb | head -n 1)
+echo "-- package: $deb"
+
+WORK=$(mktemp -d /var/tmp/vibe-deb-test.XXXXXX)
+# /etc/vibe-shim may hold a policy of the host's (purge would take it).
+SAVED_ETC=
+if [ -e /etc/vibe-shim ]; then
+    SAVED_ETC=$WORK/etc-vibe-shim
+    cp -a /etc/vibe-shim "$SAVED_ETC"
+fi
+cleanup() {
+    dpkg -P "$PKG" >/dev/null 2>&1 || true
+    if [ -n "$SAVED_ETC" ] && [ ! -e /etc/vibe-shim/config.toml ]; then
+        mkdir -p /etc/vibe-shim && cp -a "$SAVED_ETC"/. /etc/vibe-shim/
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# What must be the same after dpkg -r/-P: engine configs, runc and its
+# diversions, and everything the package or install may leave behind.
+snapshot() {
+    local p
+    for p in /etc/docker /etc/containerd /etc/containers /usr/sbin/runc /usr/bin/runc \
+        "$BIN" /etc/vibe-shim /var/lib/vibe-shim /lib/systemd/system/vibe-shim-authz.service \
+        /lib/systemd/system/vibe-shim-egress.service /usr/share/man/man8/vibe-shim.8.gz; do
+        if [ -e "$p" ] || [ -L "$p" ]; then
+            find "$p" \( -type f -o -type l \) -print0 | sort -z |
+                xargs -0 -r sha256sum
+            find "$p" -printf '%p %m %u:%g %y\n' | sort
+        else
+            echo "absent $p"
+        fi
+    done
+    dpkg-divert --list '*runc*' | sort
+}
+snapshot >"$WORK/before"
+
+dpkg -i "$deb"
+[ -x "$BIN" ] || { echo "deb.sh: $BIN missing after dpkg -i" >&2; exit 1; }
+"$BIN" policy check >/dev/null
+grep -qx /etc/vibe-shim/config.toml /var/lib/dpkg/info/vibe-shim.conffiles
+# dpkg -i changes no engine config.
+diff <(snapshot | grep -E '^[0-9a-f]{64} +/etc/(docker|containerd|containers)/') \
+    <(grep -E '^[0-9a-f]{64} +/etc/(docker|containerd|containers)/' "$WORK/before")
+
+# Scratch copies of the host's engine configs (or stand-ins).
+S=$WORK/scratch
+mkdir -p "$S"
+if [ -f /etc/docker/daemon.json ]; then cp /etc/docker/daemon.json "$S/daemon.json"; else
+    printf '{\n  "log-driver": "json-file"\n}\n' >"$S/daemon.json"; fi
+if [ -f /etc/containerd/config.toml ]; then cp /etc/containerd/config.toml "$S/config.toml"; else
+    printf '# stand-in\nversion = 2\n' >"$S/config.toml"; fi
+cp "$S/daemon.json" "$WORK/daemon.json.orig"
+cp "$S/config.toml" "$WORK/config.toml.orig"
+
+"$BIN" install docker --authz --daemon-json "$S/daemon.json"
+"$BIN" install docker --authz --daemon-json "$S/daemon.json" | grep -q 'already configured'
+jq -e '.runtimes["vibe-shim"].path == "/usr/bin/vibe-shim" and
+    (.["authorization-plugins"] | index("vibe-shim"))' "$S/daemon.json" >/dev/null
+"$BIN" install containerd --config "$S/config.toml"
+grep -q 'BinaryName = "/usr/bin/vibe-shim"' "$S/config.toml"
+"$BIN" install podman --config "$S/containers.conf.d/vibe-shim.conf"
+grep -q 'vibe-shim = \["/usr/bin/vibe-shim"\]' "$S/containers.conf.d/vibe-shim.conf"
+ls /var/lib/vibe-shim/installed/
+
+# Removal undoes the three installs (prerm) and leaves runc alone.
+dpkg -r "$PKG"
+cmp "$S/daemon.json" "$WORK/daemon.json.orig"
+cmp "$S/config.toml" "$WORK/config.toml.orig"
+[ ! -e "$S/containers.conf.d" ] || { echo "deb.sh: podman drop-in left behind" >&2; exit 1; }
+[ ! -e "$BIN" ] || { echo "deb.sh: $BIN left after dpkg -r" >&2; exit 1; }
+dpkg -P "$PKG"
+if [ -n "$SAVED_ETC" ]; then
+    mkdir -p /etc/vibe-shim && cp -a "$SAVED_ETC"/. /etc/vibe-shim/
+fi
+
+snapshot >"$WORK/after"
+if ! diff -u "$WORK/before" "$WORK/after"; then
+    echo "deb.sh: the host is not as found after dpkg -r / -P" >&2
+    exit 1
+fi
+echo "-- dpkg -i, install docker/containerd/podman, dpkg -r, dpkg -P: host as found"
