@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod decision;
+pub mod egress;
 pub mod engine;
 pub mod gojson;
 pub mod host;
