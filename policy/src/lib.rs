@@ -14,6 +14,7 @@ pub mod gojson;
 pub mod host;
 pub mod invariants;
 pub mod json;
+pub mod rfc3339;
 pub mod rules;
 mod validate;
 
