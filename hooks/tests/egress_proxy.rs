@@ -464,6 +464,16 @@ async fn limits_answer_misbehaving_clients() {
         .unwrap();
     let resp = read_all(&mut s).await;
     assert!(resp.starts_with("HTTP/1.1 408"), "{resp}");
+    // A ClientHello that never completes after the 200: refused in time.
+    let mut s = lab.connect().await;
+    s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    read_n(&mut s, OK_200.len()).await;
+    let hello = build_client_hello(Some("allowed.example"), 16_384);
+    s.write_all(&hello[..hello.len() - 1]).await.unwrap();
+    let resp = read_all(&mut s).await;
+    assert!(resp.contains("TLS ClientHello timeout"), "{resp}");
     // An oversized head gets a 431.
     let big = format!(
         "GET http://allowed.example/ HTTP/1.1\r\nX: {}\r\n\r\n",
