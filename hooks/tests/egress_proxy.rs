@@ -554,3 +554,42 @@ async fn dropping_serve_closes_the_listener_and_its_connections() {
         "the listener is closed"
     );
 }
+
+#[tokio::test]
+async fn an_ipv6_listener_and_an_ipv6_upstream() {
+    let lab = lab(&["v6.example"], true, |_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = ProxySettings {
+        log_path: dir.path().join("egress.jsonl"),
+        ..ProxySettings::default()
+    };
+    let resolver = FakeResolver(HashMap::from([(
+        "v6.example".to_string(),
+        vec!["2001:db8:5::5"],
+    )]));
+    let proxy = Proxy::with_net(settings, Arc::new(resolver), lab.dialer.clone()).unwrap();
+    let Ok(listener) = TcpListener::bind("[::1]:0").await else {
+        eprintln!("no IPv6 loopback here; skipped");
+        return;
+    };
+    let addr = listener.local_addr().unwrap();
+    let container = Arc::new(Container {
+        id: "v6".into(),
+        network: NetworkSection {
+            mode: NetworkMode::Proxy,
+            hosts: vec!["v6.example".into()],
+            ..NetworkSection::default()
+        },
+    });
+    tokio::spawn(proxy.serve(listener, container));
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET http://v6.example/ HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    let resp = read_all(&mut s).await;
+    assert_eq!(body_first_line(&resp), "upstream saw: GET / HTTP/1.1");
+    assert_eq!(
+        *lab.dialer.dialled.lock().unwrap(),
+        vec!["[2001:db8:5::5]:80".parse::<SocketAddr>().unwrap()]
+    );
+}
