@@ -13,6 +13,7 @@ pub mod gojson;
 pub mod host;
 pub mod invariants;
 pub mod json;
+pub mod profiles;
 pub mod rules;
 mod validate;
 
