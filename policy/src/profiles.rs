@@ -203,7 +203,8 @@ mod tests {
     fn dot_dot_is_judged_canonically() {
         let mut h = host();
         let sneaky = format!("{EXECUTOR}/../../../../../tmp/evil");
-        h.canonical.insert(sneaky.clone().into(), "/tmp/evil".into());
+        h.canonical
+            .insert(sneaky.clone().into(), "/tmp/evil".into());
         assert_eq!(picked(&h, &sneaky), None);
         // And the other way round: a path that resolves into the executor
         // directory is judged as that directory.

@@ -5,6 +5,8 @@ pub mod create;
 pub mod delete;
 pub mod exec;
 pub mod hook;
+pub mod install;
+pub mod lockdown;
 pub mod policy_cmd;
 pub mod start;
 pub mod update;
