@@ -78,8 +78,14 @@ fn judge(out: &Output, expect_bind_read: bool) {
         }
     } else {
         let s = seen.unwrap_or_else(|| panic!("lockdown off: the canary should run: {out}"));
-        assert_ne!(s.cap_eff, 0, "lockdown off: expected the client's capabilities: {out}");
-        assert!(s.root_writable, "lockdown off: expected a writable root: {out}");
+        assert_ne!(
+            s.cap_eff, 0,
+            "lockdown off: expected the client's capabilities: {out}"
+        );
+        assert!(
+            s.root_writable,
+            "lockdown off: expected a writable root: {out}"
+        );
         if expect_bind_read {
             assert!(s.shadow_read, "lockdown off: expected the door open: {out}");
         }
@@ -161,7 +167,12 @@ fn ctr_run_without_runc_binary_is_confined_under_lockdown() {
     let dir = tempfile::tempdir().unwrap();
     let tar = dir.path().join("busybox.tar");
     let tar_s = tar.to_str().unwrap();
-    docker_with(&["save", "-o", tar_s, IMAGE], None, Duration::from_secs(120)).ok();
+    docker_with(
+        &["save", "-o", tar_s, IMAGE],
+        None,
+        Duration::from_secs(120),
+    )
+    .ok();
     ctr(&["images", "import", tar_s], Duration::from_secs(120)).ok();
     let id = unique_name("ctr-lockdown");
     let out = ctr(
@@ -194,7 +205,13 @@ fn build(dockerfile: &str, buildkit: bool) -> Output {
     cmd.env_remove("DOCKER_CONTEXT")
         .env_remove("DOCKER_CONFIG")
         .env("DOCKER_BUILDKIT", if buildkit { "1" } else { "0" })
-        .args(["-H", &env().docker_host, "build", "--no-cache", "--force-rm"])
+        .args([
+            "-H",
+            &env().docker_host,
+            "build",
+            "--no-cache",
+            "--force-rm",
+        ])
         .args(["--network", "none", "-t", &tag, "-"]);
     if buildkit {
         cmd.arg("--progress=plain");
@@ -233,7 +250,10 @@ fn legacy_builder_run_steps_are_confined_under_lockdown() {
         assert_eq!(cap_eff, 0, "{caps}");
         assert!(all.contains("NoNewPrivs:\t1"), "{caps}");
         // What lockdown costs the legacy builder: no writable root.
-        assert!(!write.success(), "legacy RUN wrote / under lockdown: {write}");
+        assert!(
+            !write.success(),
+            "legacy RUN wrote / under lockdown: {write}"
+        );
     } else {
         assert_ne!(cap_eff, 0, "{caps}");
         assert!(write.success(), "{write}");

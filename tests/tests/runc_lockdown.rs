@@ -11,7 +11,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use vibe_shim_tests::bundle::shim_bin;
+use vibe_shim_tests::bundle::{shim_bin, Bundle};
 
 const RUNC: &str = "/usr/sbin/runc";
 const REAL: &str = "/usr/sbin/runc.vibe-shim-real";
@@ -271,4 +271,130 @@ fn as_runc_with_only_itself_on_path_it_fails_closed() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not available when run as runc"));
+}
+
+/// An engine-made executor directory: root-owned 0711 all the way up (not
+/// under /tmp, which anyone can write).
+struct Executor {
+    base: PathBuf,
+}
+
+impl Executor {
+    fn new(tag: &str) -> Executor {
+        let base = PathBuf::from(format!(
+            "/run/vibe-lockdown-it/{}-{tag}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir_all(&base).unwrap();
+        for dir in ["/run/vibe-lockdown-it", base.to_str().unwrap()] {
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o711)).unwrap();
+        }
+        Executor { base }
+    }
+
+    /// A copy of `bundle`'s directory at `<base>/<sub>/<id>`.
+    fn place(&self, bundle: &Bundle, sub: &str) -> PathBuf {
+        let dir = self.base.join(sub);
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o711)).unwrap();
+        let to = dir.join(&bundle.id);
+        let ok = Command::new("cp")
+            .arg("-a")
+            .arg(bundle.bundle_dir())
+            .arg(&to)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        fs::set_permissions(&to, fs::Permissions::from_mode(0o711)).unwrap();
+        to
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.base);
+    }
+}
+
+fn run_in(bundle: &Bundle, dir: &Path) -> String {
+    let out = bundle
+        .shim_command(["run", "--bundle"])
+        .arg(dir)
+        .arg(&bundle.id)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let _ = bundle.shim(&["delete", "--force", &bundle.id], b"");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+#[ignore]
+fn the_build_profile_applies_only_to_engine_made_bundles() {
+    let exec = Executor::new("profile");
+    let build = exec.base.join("build.toml");
+    fs::write(
+        &build,
+        format!(
+            "[filesystem]\nreadonly_root = false\n[audit]\npath = \"{}\"\n",
+            exec.base.join("build-audit.jsonl").display()
+        ),
+    )
+    .unwrap();
+    let policy = format!(
+        "[[profiles]]\nname = \"build\"\nconfig = \"{}\"\nwhen = {{ bundle_under = [\"{}\"] }}\n",
+        build.display(),
+        exec.base.join("executor").display()
+    );
+    let script = "if echo ok > /f; then echo WROTE; fi; grep CapEff /proc/self/status";
+    let bundle = Bundle::busybox("profile", &["sh", "-c", script], &policy);
+    // As BuildKit asks: a writable root (runc spec's default is read-only).
+    let mut spec = bundle.spec();
+    spec["root"]["readonly"] = serde_json::Value::Bool(false);
+    bundle.write_spec(&spec);
+    // Every copy from the pristine bundle (a run rewrites its config.json).
+    let engine = exec.place(&bundle, "executor");
+    let evil = exec.place(&bundle, "executor-evil");
+    let nested = exec.place(&bundle, "executor/sub");
+    exec.place(&bundle, "executor-evil2");
+    let elsewhere = exec.place(&bundle, "elsewhere");
+    let owned = exec.base.join("executor/owned");
+    Command::new("cp")
+        .arg("-a")
+        .arg(bundle.bundle_dir())
+        .arg(&owned)
+        .status()
+        .unwrap();
+    std::os::unix::fs::chown(&owned, Some(1000), None).unwrap();
+
+    // Made by the engine in its executor directory: the build profile.
+    let out = run_in(&bundle, &engine);
+    assert!(out.contains("WROTE"), "{out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    let audit = fs::read_to_string(exec.base.join("build-audit.jsonl")).unwrap();
+    assert!(audit.contains(build.to_str().unwrap()), "{audit}");
+
+    let main_policy = |what: &str, dir: &Path| {
+        let out = run_in(&bundle, dir);
+        assert!(!out.contains("WROTE"), "{what}: {out}");
+        assert!(out.contains("Read-only file system"), "{what}: {out}");
+    };
+    main_policy("lookalike", &evil);
+    main_policy("nested", &nested);
+    let dotdot = exec
+        .base
+        .join("executor/../executor-evil2")
+        .join(&bundle.id);
+    main_policy("via ..", &dotdot);
+    main_policy("user-owned bundle", &owned);
+    let link = exec.base.join("executor/linked");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+    main_policy("symlink in the executor dir", &link);
+    main_policy("client's temp dir", &bundle.bundle_dir());
 }
