@@ -209,4 +209,15 @@ if [ ${#NET_SUITE[@]} -gt 0 ]; then
         -- --ignored --test-threads=1 || true
 fi
 
+# The REAL lockdown (issue 10 section 1): divert the packaged runc to
+# vibe-shim, run the e2e_lockdown canaries with it on, uninstall, compare
+# runc's checksum. Last, because while it runs every container on the host
+# goes through vibe-shim; its own EXIT trap uninstalls whatever fails.
+lockdown_ci() {
+    bash tests/env/lockdown.sh
+}
+if [ -f tests/env/lockdown.sh ]; then
+    step lockdown lockdown_ci || true
+fi
+
 # ---- 6. down.sh runs from the EXIT trap --------------------------------------
