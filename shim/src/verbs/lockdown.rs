@@ -335,12 +335,12 @@ fn place_link(root: &Path, path: &Path, shim: &Path) -> Result<(), LockdownError
 /// Every `runc` the engines could find before `stop_at` on their PATH that
 /// is neither vibe-shim's link nor `stop_at` itself: each would bypass the
 /// lockdown.
-fn shadows(o: &Options, stop_at: &Path, shim: &Path) -> Vec<PathBuf> {
+fn shadows(o: &Options, engine_path: &str, stop_at: &Path, shim: &Path) -> Vec<PathBuf> {
     let stop = entry(&o.root, stop_at, shim);
     let stop_dir = stop_at.parent().map(|d| inside(&o.root, d));
     let stop_dir = stop_dir.and_then(|d| std::fs::canonicalize(d).ok());
     let mut found = Vec::new();
-    for dir in o.engine_path.split(':').filter(|d| d.starts_with('/')) {
+    for dir in engine_path.split(':').filter(|d| d.starts_with('/')) {
         let here_dir = inside(&o.root, Path::new(dir));
         if std::fs::canonicalize(&here_dir).ok() == stop_dir && stop_dir.is_some() {
             break;
@@ -355,18 +355,55 @@ fn shadows(o: &Options, stop_at: &Path, shim: &Path) -> Vec<PathBuf> {
     found
 }
 
-fn refuse_shadows(o: &Options, stop_at: &Path, shim: &Path) -> Result<(), LockdownError> {
-    let found = shadows(o, stop_at, shim);
-    if found.is_empty() {
-        return Ok(());
+/// The PATH of every running dockerd and containerd (which hands its own
+/// to the runc shims), when installing into this host's root.
+fn running_engine_paths(o: &Options) -> Vec<(String, String)> {
+    if o.root != Path::new("/") {
+        return Vec::new();
     }
-    let list: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
-    Err(LockdownError::Refused(format!(
-        "{} comes before {} on the engines' PATH ({}) and would bypass the lockdown; remove it (or pass --engine-path with the engines' real PATH)",
-        list.join(", "),
-        stop_at.display(),
-        o.engine_path
-    )))
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in procs.flatten() {
+        let dir = entry.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let comm = comm.trim();
+        if !matches!(comm, "dockerd" | "containerd" | "podman") {
+            continue;
+        }
+        let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
+        let path = environ
+            .split(|b| *b == 0)
+            .find_map(|kv| kv.strip_prefix(b"PATH="))
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            // Go's exec.LookPath with no PATH finds nothing; nothing to shadow.
+            .unwrap_or_default();
+        let name = format!("{comm} (pid {})", entry.file_name().to_string_lossy());
+        found.push((name, path));
+    }
+    found
+}
+
+fn refuse_shadows(o: &Options, stop_at: &Path, shim: &Path) -> Result<(), LockdownError> {
+    let mut paths = vec![(
+        "the engines' default PATH".to_string(),
+        o.engine_path.clone(),
+    )];
+    paths.extend(running_engine_paths(o));
+    for (whose, engine_path) in paths {
+        let found = shadows(o, &engine_path, stop_at, shim);
+        if found.is_empty() {
+            continue;
+        }
+        let list: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+        return Err(LockdownError::Refused(format!(
+            "{} comes before {} on the PATH of {whose} ({engine_path}) and would bypass the lockdown; remove it",
+            list.join(", "),
+            stop_at.display(),
+        )));
+    }
+    Ok(())
 }
 
 fn choose_mode(o: &Options) -> Result<(Mode, Option<PathBuf>), LockdownError> {
@@ -545,8 +582,22 @@ fn install_path(o: &Options, shim: &Path) -> Result<String, LockdownError> {
         },
     )?;
     let path = format!("{}:{}", o.path_dir.display(), ENGINE_PATH);
+    let mut stale = String::new();
+    for (whose, engine_path) in running_engine_paths(o) {
+        let first = engine_path
+            .split(':')
+            .filter(|d| d.starts_with('/'))
+            .map(|d| Path::new(d).join("runc"))
+            .find(|p| !matches!(entry(&o.root, p, shim), Entry::Missing));
+        if first.as_deref() != Some(link.as_path()) {
+            stale.push_str(&format!(
+                "NOT YET LOCKED DOWN: {whose} resolves runc to {}; restart it with the PATH below.\n",
+                first.map_or("nothing".into(), |p| p.display().to_string())
+            ));
+        }
+    }
     Ok(format!(
-        "vibe-shim: lockdown {done} (path): {} -> {}; the real runc is {}.\n\
+        "{stale}vibe-shim: lockdown {done} (path): {} -> {}; the real runc is {}.\n\
          No dpkg-packaged runc here, so engines use vibe-shim only when {} comes first on THEIR PATH. Do:\n\
          \x20 for unit in docker containerd; do\n\
          \x20   mkdir -p /etc/systemd/system/$unit.service.d\n\
@@ -685,23 +736,21 @@ mod tests {
         exe(&r.join("usr/sbin/runc"), "real");
         let mut o = parse(&args(&["--root", r.to_str().unwrap()])).unwrap();
         let shim = Path::new("/usr/local/bin/vibe-shim");
-        assert!(shadows(&o, Path::new("/usr/sbin/runc"), shim).is_empty());
+        let sh = |o: &Options| shadows(o, &o.engine_path, Path::new("/usr/sbin/runc"), shim);
+        assert!(sh(&o).is_empty());
         exe(&r.join("usr/local/sbin/runc"), "other");
-        assert_eq!(
-            shadows(&o, Path::new("/usr/sbin/runc"), shim),
-            vec![PathBuf::from("/usr/local/sbin/runc")]
-        );
+        assert_eq!(sh(&o), vec![PathBuf::from("/usr/local/sbin/runc")]);
         // After the packaged one: harmless.
         exe(&r.join("bin/runc"), "late");
-        assert_eq!(shadows(&o, Path::new("/usr/sbin/runc"), shim).len(), 1);
+        assert_eq!(sh(&o).len(), 1);
         // Our own link is not a shadow.
         fs::remove_file(r.join("usr/local/sbin/runc")).unwrap();
         fs::create_dir_all(r.join("usr/local/bin")).unwrap();
         std::os::unix::fs::symlink(shim, r.join("usr/local/bin/runc")).unwrap();
-        assert!(shadows(&o, Path::new("/usr/sbin/runc"), shim).is_empty());
+        assert!(sh(&o).is_empty());
         o.engine_path = "/opt/x:/usr/sbin".into();
         exe(&r.join("opt/x/runc"), "x");
-        assert_eq!(shadows(&o, Path::new("/usr/sbin/runc"), shim).len(), 1);
+        assert_eq!(sh(&o).len(), 1);
     }
 
     #[test]
