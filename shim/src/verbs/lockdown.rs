@@ -288,6 +288,20 @@ fn shim_path(o: &Options) -> Result<PathBuf, LockdownError> {
             here.display()
         )));
     }
+    // Nor may anyone else rename another file into its place.
+    for dir in shim.ancestors().skip(1) {
+        if dir == Path::new("/") && o.root != Path::new("/") {
+            break;
+        }
+        let here = inside(&o.root, dir);
+        let meta = std::fs::metadata(&here).map_err(io(&here))?;
+        if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+            return Err(LockdownError::Refused(format!(
+                "{}, a directory above vibe-shim, must be owned by root and writable by nobody else",
+                here.display()
+            )));
+        }
+    }
     Ok(shim)
 }
 
