@@ -233,6 +233,18 @@ fi
 # the e2e suites: it installs /usr/bin/vibe-shim and /etc/vibe-shim briefly.
 step deb bash tests/env/deb.sh || true
 
+# ---- 5e. the real lockdown ----------------------------------------------------
+# The REAL lockdown (issue 10 section 1): divert the packaged runc to
+# vibe-shim, run the e2e_lockdown canaries with it on, uninstall, compare
+# runc's checksum. Late, because while it runs every container on the host
+# goes through vibe-shim (the sid phase after it has its own runc); its own EXIT trap uninstalls whatever fails.
+lockdown_ci() {
+    bash tests/env/lockdown.sh
+}
+if [ -f tests/env/lockdown.sh ]; then
+    step lockdown lockdown_ci || true
+fi
+
 # ---- 5z. the same suites on Debian sid's stack (issue 11) -------------------
 # Docker 28, containerd 2, runc 1.3 and podman 5 from a tree debootstrapped
 # fresh for this run, beside the host dockerd above: sid-up.sh, every e2e

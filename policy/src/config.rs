@@ -54,6 +54,9 @@ pub struct Policy {
     pub audit: AuditSection,
     pub resources: ResourcesSection,
     pub hooks: HooksSection,
+    /// `[[profiles]]`: other policy files, selected by where the engine
+    /// made the bundle (see crate::profiles).
+    pub profiles: Vec<crate::profiles::ProfileSection>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -865,6 +868,11 @@ impl Policy {
             .validate()
             .map_err(|(key, message)| invalid(key, message))?;
         self.validate_resources(path)?;
+        crate::profiles::validate(&self.profiles).map_err(|e| ConfigError::Invalid {
+            path: path.to_string(),
+            key: "profiles".into(),
+            message: e.to_string(),
+        })?;
         Ok(())
     }
 }

@@ -16,6 +16,7 @@ pub mod host;
 pub mod invariants;
 pub mod json;
 pub mod rfc3339;
+pub mod profiles;
 pub mod rules;
 mod validate;
 

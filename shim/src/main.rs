@@ -13,6 +13,7 @@ mod install;
 mod log;
 mod policy_file;
 mod private_file;
+mod profile;
 mod runtime;
 mod stage;
 mod state_dir;
@@ -51,9 +52,10 @@ fn run() -> i32 {
         "hook" => return run_hook(&config_path, &inv),
         "policy" => return run_policy_cmd(&config_path, &inv),
         "authz" => return authz::run(&config_path, inv.verb_args()),
-        "install" => return verbs::install::run(inv.verb_args(), false),
-        "uninstall" => return verbs::install::run(inv.verb_args(), true),
         "doctor" => return doctor::run(inv.verb_args()),
+        "install" | "uninstall" => {
+            return verbs::install::run(&verb, std::env::args_os().next().as_ref(), inv.verb_args())
+        }
         _ => {}
     }
     if let Err(e) = runtime::check_not_reentered(std::env::var_os(runtime::ACTIVE_ENV).as_deref()) {
@@ -165,8 +167,14 @@ fn fail(inv: &Invocation, denial: &Denial) -> i32 {
 }
 
 fn find_runtime(configured: Option<&Path>) -> Result<PathBuf, runtime::RuntimeError> {
+    // Under lockdown `runc` in PATH is vibe-shim: the record names the real one.
+    let recorded = match configured {
+        Some(_) => None,
+        None => verbs::lockdown::recorded_real_runc()
+            .map_err(|e| runtime::RuntimeError::Lockdown(e.to_string()))?,
+    };
     runtime::find(
-        configured,
+        configured.or(recorded.as_deref()),
         std::env::var_os("PATH").as_deref(),
         runtime::own_exe().as_ref(),
     )
@@ -220,6 +228,17 @@ fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
             );
         }
     };
+    let chosen = match profile::choose(
+        verb,
+        inv.verb_args(),
+        inv.root.as_deref(),
+        config_path,
+        policy,
+    ) {
+        Ok(chosen) => chosen,
+        Err(e) => return fail(inv, &e.denial()),
+    };
+    let (config_path, policy, profile_name) = (chosen.config_path, chosen.policy, chosen.profile);
     let audit_path = policy.audit.path.clone();
     let ctx = Ctx {
         config_path,
@@ -273,6 +292,16 @@ fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
                     "internal: the rewritten arguments do not read as the judged ones".into(),
                 );
                 return fail(inv, &denial);
+            }
+            if let (Some(name), "create" | "run" | "restore") = (&profile_name, verb) {
+                if let Err(e) = profile::record(
+                    inv.root.as_deref(),
+                    &outcome.container_id,
+                    name,
+                    &ctx.config_path,
+                ) {
+                    return fail(inv, &e.denial());
+                }
             }
             let verb_end = inv.verb_index.map_or(0, |i| i + 1);
             let mut runc_args = inv.runc_args[..verb_end].to_vec();

@@ -18,6 +18,8 @@ pub enum RuntimeError {
     IsSelf(PathBuf),
     #[error("no runc found in PATH ({0}) other than vibe-shim itself")]
     NotInPath(String),
+    #[error("{0}")]
+    Lockdown(String),
     #[error("vibe-shim was started by vibe-shim ({ACTIVE_ENV} is set): \"runc\" resolves to vibe-shim; set [runtime] path")]
     Recursion,
 }

@@ -1,22 +1,35 @@
-//! `vibe-shim install|uninstall <target>`: one match arm per target.
+//! `vibe-shim install <target>` / `vibe-shim uninstall <target>`: one arm
+//! per target, each in its own module.
 
 use std::ffi::OsString;
+use std::path::Path;
 
-/// Runs `install` (or `uninstall`) with the arguments after the verb.
-pub fn run(args: &[OsString], uninstall: bool) -> i32 {
+use super::lockdown;
+
+/// Runs `install`/`uninstall`; prints what was done, or one line naming
+/// vibe-shim on failure. Refused when run as `runc`: an engine (or a
+/// client's argv through one) must never reach these verbs.
+pub fn run(verb: &str, argv0: Option<&OsString>, args: &[OsString]) -> i32 {
+    if argv0.is_some_and(|a| Path::new(a).file_name() == Some("runc".as_ref())) {
+        eprintln!("vibe-shim: {verb}: not available when run as runc");
+        return 1;
+    }
     let target = args.first().and_then(|t| t.to_str()).unwrap_or("");
     let rest = args.get(1..).unwrap_or(&[]);
-    let result = match (target, uninstall) {
-        ("lockdown", _) => {
-            eprintln!("vibe-shim: install lockdown is not built in this branch");
-            return 1;
+    let result = match (verb, target) {
+        ("install", "lockdown") => lockdown::install(rest).map_err(|e| e.to_string()),
+        ("uninstall", "lockdown") => lockdown::uninstall(rest).map_err(|e| e.to_string()),
+        ("install", "docker" | "containerd" | "podman") => {
+            crate::install::cmd::install(target, rest).map_err(|e| e.to_string())
         }
-        ("docker" | "containerd" | "podman", false) => crate::install::cmd::install(target, rest),
-        ("docker" | "containerd" | "podman" | "all", true) => {
-            crate::install::cmd::uninstall(target, rest)
+        ("uninstall", "docker" | "containerd" | "podman" | "all") => {
+            crate::install::cmd::uninstall(target, rest).map_err(|e| e.to_string())
         }
         _ => {
-            eprintln!("{}", crate::install::cmd::USAGE);
+            eprintln!(
+                "vibe-shim: {verb}: unknown target {target:?}\n{}\n       vibe-shim {{install|uninstall}} lockdown [--root DIR]",
+                crate::install::cmd::USAGE.trim_end()
+            );
             return 2;
         }
     };
@@ -26,7 +39,7 @@ pub fn run(args: &[OsString], uninstall: bool) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("vibe-shim: {e}");
+            eprintln!("vibe-shim: {verb} {target}: {e}");
             1
         }
     }

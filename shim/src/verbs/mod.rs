@@ -6,6 +6,7 @@ pub mod delete;
 pub mod exec;
 pub mod hook;
 pub mod install;
+pub mod lockdown;
 pub mod policy_cmd;
 pub mod start;
 pub mod update;
