@@ -15,8 +15,8 @@ pub mod gojson;
 pub mod host;
 pub mod invariants;
 pub mod json;
-pub mod rfc3339;
 pub mod profiles;
+pub mod rfc3339;
 pub mod rules;
 mod validate;
 
