@@ -98,6 +98,10 @@ if [ -e "$CONFIG" ]; then
 else
     run install -D -m 644 packaging/config.toml "$CONFIG"
 fi
+# The build profile config.toml names (BuildKit RUN steps under lockdown).
+if [ ! -e "$(dirname "$CONFIG")/build.toml" ]; then
+    run install -m 644 packaging/build.toml "$(dirname "$CONFIG")/build.toml"
+fi
 run "$BIN" policy check --config "$CONFIG" >/dev/null
 echo "policy OK: $CONFIG"
 

@@ -29,6 +29,9 @@ AUTHZ_DATA_ROOT=${VIBE_AUTHZ_DATA_ROOT:-/var/lib/vibe-authz}
 AUTHZ_PLUGIN=${VIBE_AUTHZ_PLUGIN:-vibe-shim-test}
 PLUGIN_SOCK=/run/docker/plugins/$AUTHZ_PLUGIN.sock
 RUNTIME=${VIBE_TEST_RUNTIME:-vibe-shim}
+# More runtime names the plugin accepts as vibe-shim's (space-separated):
+# tests/env/lockdown.sh adds `runc` while runc is diverted to vibe-shim.
+ALSO_ALLOW=${VIBE_AUTHZ_ALSO_ALLOW:-}
 POLICY=$REPO/tests/policies/default.toml
 SOCK=$AUTHZ_STATE/docker.sock
 
@@ -54,8 +57,10 @@ plugin_start() {
     fi
     [ -x "$SHIM_BIN" ] || die "$SHIM_BIN missing: cargo build --release"
     log "starting authz plugin $AUTHZ_PLUGIN (log: $AUTHZ_STATE/plugin.log)"
+    local also=() name
+    for name in $ALSO_ALLOW; do also+=(--runtime "$name"); done
     setsid "$SHIM_BIN" authz --config "$POLICY" --socket "$PLUGIN_SOCK" \
-        --runtime "$RUNTIME" --default-runtime "$RUNTIME" \
+        --runtime "$RUNTIME" "${also[@]}" --default-runtime "$RUNTIME" \
         </dev/null >>"$AUTHZ_STATE/plugin.log" 2>&1 &
     echo $! >"$AUTHZ_STATE/plugin.pid"
     local deadline=$((SECONDS + 10))

@@ -39,6 +39,9 @@ cleanup() {
     if [ -x "$SHIM" ]; then
         "$SHIM" uninstall lockdown || rc=1
     fi
+    if [ "${authz_up:-0}" = 1 ]; then
+        bash "$REPO/tests/env/authz.sh" down || rc=1
+    fi
     rm -rf "$SHIM_DIR"
     for f in config.toml build.toml; do
         rm -f "$ETC/$f"
@@ -96,8 +99,23 @@ done
 VIBE_LOCKDOWN=on cargo test --release -p vibe-shim-tests --test e2e_lockdown \
     -- --ignored --test-threads=2
 
+# doctor on a host with lockdown + the authz gate (the production path): every
+# door closed, exit 0. The gate's own dockerd, its plugin told that `runc` is
+# vibe-shim's now. Then the same after uninstall: the runc door is open again.
+doctor_run() {
+    # shellcheck source=/dev/null
+    (set -a && . /run/vibe-authz/env && set +a &&
+        "$SHIM_BIN" doctor -H "$DOCKER_HOST" --image "$IMAGE")
+}
+VIBE_AUTHZ_ALSO_ALLOW=runc bash tests/env/authz.sh up
+authz_up=1
+log "doctor with lockdown + authz (must exit 0)"
+doctor_run || die "doctor found an open door with lockdown + authz"
+
 log "uninstall lockdown (twice: idempotent)"
 "$SHIM" uninstall lockdown
+log "doctor with authz but no lockdown (must exit non-zero)"
+if doctor_run; then die "doctor exited 0 without lockdown"; fi
 out=$("$SHIM" uninstall lockdown)
 grep -q 'not installed' <<<"$out" || die "second uninstall was not a no-op: $out"
 # cleanup (EXIT) compares the checksums and restores /etc/vibe-shim.
