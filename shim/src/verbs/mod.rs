@@ -7,6 +7,7 @@ pub mod exec;
 pub mod hook;
 pub mod policy_cmd;
 pub mod start;
+pub mod tmpfs_hook;
 pub mod update;
 
 use std::ffi::OsString;
