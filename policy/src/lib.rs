@@ -7,6 +7,7 @@
 //! the host comes through [`host::HostView`].
 
 pub mod config;
+pub mod config_merge;
 pub mod decision;
 pub mod engine;
 pub mod gojson;
