@@ -113,7 +113,8 @@ pub const DEFAULT_INIT_BINARIES: &[&str] = &[
 #[serde(deny_unknown_fields, default)]
 pub struct FilesystemSection {
     pub readonly_root: bool,
-    pub tmpfs: Vec<PathBuf>,
+    /// `"/path"` (mode 1777) or `{ path = "/path", mode = "0755" }`.
+    pub tmpfs: Vec<TmpfsEntry>,
     pub home: HomeMode,
     pub bind: Vec<BindAllow>,
     /// The engines' own init binaries (`docker run --init`, `podman run
@@ -126,11 +127,105 @@ impl Default for FilesystemSection {
     fn default() -> Self {
         Self {
             readonly_root: true,
-            tmpfs: vec![PathBuf::from("/tmp"), PathBuf::from("/run")],
+            tmpfs: vec![TmpfsEntry::new("/tmp"), TmpfsEntry::new("/run")],
             home: HomeMode::Tmpfs,
             bind: Vec::new(),
             init_binaries: DEFAULT_INIT_BINARIES.iter().map(PathBuf::from).collect(),
         }
+    }
+}
+
+/// One `filesystem.tmpfs` entry: a private tmpfs at `path`, root-owned,
+/// with exactly `mode` (runc would copy the image directory's mode onto it;
+/// vibe-shim's createContainer hook sets this one after runc's mounts).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TmpfsEntry {
+    pub path: PathBuf,
+    pub mode: TmpfsMode,
+}
+
+impl TmpfsEntry {
+    /// An entry written as a plain path: mode 1777.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            mode: TmpfsMode::DEFAULT,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TmpfsEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            path: PathBuf,
+            mode: TmpfsMode,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Path(PathBuf),
+            Table(Table),
+        }
+        match Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "a tmpfs entry is \"/path\" or { path = \"/path\", mode = \"0755\" } \
+                 (both keys, no others)",
+            )
+        })? {
+            Raw::Path(path) => Ok(TmpfsEntry::new(path)),
+            Raw::Table(t) => Ok(TmpfsEntry {
+                path: t.path,
+                mode: t.mode,
+            }),
+        }
+    }
+}
+
+/// A tmpfs directory's permission bits: 3 or 4 octal digits, at most
+/// `1777` (set-id bits are refused), written as a string (`"0700"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TmpfsMode(pub u32);
+
+impl TmpfsMode {
+    /// Sticky and world-writable, like `/tmp` on every distribution.
+    pub const DEFAULT: TmpfsMode = TmpfsMode(0o1777);
+}
+
+impl fmt::Display for TmpfsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04o}", self.0)
+    }
+}
+
+impl FromStr for TmpfsMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad =
+            || format!("invalid tmpfs mode {text:?}: expected 3 or 4 octal digits, at most 1777");
+        if !(3..=4).contains(&text.len()) || !text.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+            return Err(bad());
+        }
+        let mode = u32::from_str_radix(text, 8).map_err(|_| bad())?;
+        if mode > 0o1777 {
+            return Err(bad());
+        }
+        Ok(TmpfsMode(mode))
+    }
+}
+
+impl Serialize for TmpfsMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TmpfsMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -793,11 +888,23 @@ impl Policy {
                 ));
             }
         }
-        for dir in &self.filesystem.tmpfs {
-            if !dir.is_absolute() || dir == Path::new("/") {
+        for (index, entry) in self.filesystem.tmpfs.iter().enumerate() {
+            let dir = &entry.path;
+            let clean = |p: &Path| crate::json::clean_path(&p.to_string_lossy()).into_owned();
+            // Cleaned: "/tmp/.." would be a tmpfs over the whole root.
+            if !dir.is_absolute() || clean(dir) == "/" {
                 return Err(invalid(
                     "filesystem.tmpfs",
                     format!("{} must be an absolute path other than /", dir.display()),
+                ));
+            }
+            if self.filesystem.tmpfs[..index]
+                .iter()
+                .any(|e| clean(&e.path) == clean(dir))
+            {
+                return Err(invalid(
+                    "filesystem.tmpfs",
+                    format!("{} is listed twice", dir.display()),
                 ));
             }
         }
@@ -1178,6 +1285,44 @@ mod tests {
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(warnings[0].contains("LC_GITHUB_TOKEN"), "{warnings:?}");
         assert!(warnings[1].contains("MY_TOKEN_X"), "{warnings:?}");
+    }
+
+    #[test]
+    fn tmpfs_entries_are_paths_or_tables_with_a_mode() {
+        let p = parse(
+            "[filesystem]\ntmpfs = [\"/tmp\", { path = \"/cache\", mode = \"0700\" }, \
+             { path = \"/w\", mode = \"755\" }]\n",
+        )
+        .unwrap();
+        let t = &p.filesystem.tmpfs;
+        assert_eq!(t[0], TmpfsEntry::new("/tmp"));
+        assert_eq!(t[0].mode, TmpfsMode(0o1777));
+        assert_eq!(
+            (t[1].path.to_str(), t[1].mode),
+            (Some("/cache"), TmpfsMode(0o700))
+        );
+        assert_eq!(t[2].mode, TmpfsMode(0o755));
+        for bad in [
+            "{ path = \"/c\" }",
+            "{ path = \"/c\", mode = \"0700\", owner = \"x\" }",
+            "{ path = \"/c\", mode = 448 }",
+            "{ path = \"/c\", mode = \"4755\" }",
+            "{ path = \"/c\", mode = \"2777\" }",
+            "{ path = \"/c\", mode = \"0o700\" }",
+            "{ path = \"/c\", mode = \"77\" }",
+            "{ path = \"/c\", mode = \"01777\" }",
+            "\"relative\"",
+            "\"/tmp/..\"",
+            "\"/tmp\", \"/tmp/\"",
+            "7",
+        ] {
+            let err = parse(&format!("[filesystem]\ntmpfs = [{bad}]\n"));
+            assert!(err.is_err(), "{bad}");
+        }
+        // The effective policy shows every mode explicitly.
+        let text = toml::to_string(&Policy::default()).unwrap();
+        assert!(text.contains("mode = \"1777\""), "{text}");
+        assert_eq!(parse(&text).unwrap(), Policy::default());
     }
 
     #[test]

@@ -15,6 +15,9 @@ use crate::validate;
 
 /// The argument that marks vibe-shim's own hook entry in `hooks.createRuntime`.
 pub const NETWORK_HOOK_MARKER: &str = "vibe-shim-network-hook";
+/// The argument that marks vibe-shim's own hook entry in `hooks.createContainer`
+/// (the tmpfs modes, [`rules::tmpfs_modes`]).
+pub const TMPFS_MODES_HOOK_MARKER: &str = "vibe-shim-tmpfs-modes-hook";
 
 /// What a create-time rewrite needs beyond the spec and the policy.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -90,6 +93,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::pids::apply,
     rules::client_hooks::apply,
     rules::network_hook::apply,
+    rules::tmpfs_modes::apply,
 ];
 
 fn apply_process_rules(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {

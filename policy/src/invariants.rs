@@ -211,8 +211,8 @@ fn check_mounts(spec: &Value, policy: &Policy, out: &mut Vec<String>) {
             check_bind(i, mount, &dest, &options, policy, out);
         }
     }
-    for dir in &policy.filesystem.tmpfs {
-        let dir = clean_path(&dir.to_string_lossy()).into_owned();
+    for entry in &policy.filesystem.tmpfs {
+        let dir = clean_path(&entry.path.to_string_lossy()).into_owned();
         let present = mounts.iter().any(|m| {
             str_field(m, "type") == "tmpfs"
                 && !is_bind(m)
@@ -284,7 +284,7 @@ fn check_home(spec: &Value, process: &Value, policy: &Policy, out: &mut Vec<Stri
         .filesystem
         .tmpfs
         .iter()
-        .any(|d| Path::new(&home).starts_with(&*clean_path(&d.to_string_lossy())));
+        .any(|d| Path::new(&home).starts_with(&*clean_path(&d.path.to_string_lossy())));
     let mounted = spec
         .get("mounts")
         .and_then(Value::as_array)

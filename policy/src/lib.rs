@@ -8,6 +8,7 @@
 
 pub mod authz;
 pub mod config;
+pub mod config_merge;
 pub mod decision;
 pub mod egress;
 pub mod engine;
@@ -22,6 +23,7 @@ mod validate;
 
 pub use config::{ConfigError, Policy};
 pub use decision::{Change, Denial, Record, Refusal};
+pub use engine::TMPFS_MODES_HOOK_MARKER;
 pub use engine::{
     enforce_create, enforce_process, enforce_update, CreateContext, Rewrite, NETWORK_HOOK_MARKER,
 };

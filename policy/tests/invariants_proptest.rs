@@ -39,7 +39,7 @@ fn policy(variant: u8) -> Policy {
         2 => {
             policy.filesystem.home = HomeMode::Image;
             policy.filesystem.readonly_root = false;
-            policy.filesystem.tmpfs = vec![PathBuf::from("/tmp")];
+            policy.filesystem.tmpfs = vec![vibe_policy::config::TmpfsEntry::new("/tmp")];
             policy.filesystem.bind[0].mode = BindMode::Ro;
         }
         _ => {}

@@ -537,7 +537,11 @@ impl TestPolicy {
                 .as_ref()
                 .map(|p| p.display().to_string()),
             readonly_root: fs.readonly_root,
-            tmpfs: fs.tmpfs.iter().map(|d| d.display().to_string()).collect(),
+            tmpfs: fs
+                .tmpfs
+                .iter()
+                .map(|d| d.path.display().to_string())
+                .collect(),
             home_tmpfs: fs.home == vibe_policy::config::HomeMode::Tmpfs,
             binds: fs
                 .bind

@@ -22,6 +22,8 @@
 //! path is the image's file: only an exact hooks.d definition allows one
 //! (the config refuses `[[hooks.allow]]` entries for that stage).
 //!
+//! The same holds for the tmpfs-modes hook's marker (`tmpfs_modes` rule).
+//!
 //! Argument patterns are literal text with placeholders:
 //! `{id}` this container's id; `{shortid}` 12 lowercase hex digits (moby's
 //! truncated id); `{path}` an absolute, lexically clean path; `{target}` a
@@ -36,7 +38,7 @@ use serde_json::Value;
 
 use crate::config::{HookAllow, HookStage};
 use crate::decision::{Denial, Record};
-use crate::engine::{RuleContext, NETWORK_HOOK_MARKER};
+use crate::engine::{RuleContext, NETWORK_HOOK_MARKER, TMPFS_MODES_HOOK_MARKER};
 use crate::host::{FileFacts, HostView};
 
 const RULE: &str = "client_hooks";
@@ -176,7 +178,11 @@ fn folded_stage(key: &str) -> Option<HookStage> {
 
 /// vibe-shim's own network hook, wherever a client put a copy.
 fn carries_marker(hook: &Value) -> bool {
-    crate::json::str_items(hook.get("args")).any(|arg| arg.contains(NETWORK_HOOK_MARKER))
+    crate::json::str_items(hook.get("args")).any(|arg| {
+        [NETWORK_HOOK_MARKER, TMPFS_MODES_HOOK_MARKER]
+            .iter()
+            .any(|marker| arg.contains(marker))
+    })
 }
 
 /// A hook as runc decodes it.
@@ -943,6 +949,24 @@ mod tests {
         );
         let mut spec = json!({"hooks": {"prestart": [hook]}});
         assert!(run(&mut spec, &host).is_err());
+    }
+
+    #[test]
+    fn a_forged_tmpfs_modes_hook_is_dropped() {
+        let forged = |marker: String| {
+            json!({"path": "/usr/local/bin/vibe-shim",
+                   "args": ["vibe-shim", "hook", "tmpfs-modes", marker, "/", "1777:0:0:/etc"]})
+        };
+        let mut spec = json!({"hooks": {
+            "createContainer": [forged(TMPFS_MODES_HOOK_MARKER.into())],
+            "prestart": [forged(format!("x{TMPFS_MODES_HOOK_MARKER}x"))]
+        }});
+        let rec = run(&mut spec, &FakeHost::new()).unwrap();
+        assert_eq!(
+            spec["hooks"],
+            json!({"createContainer": [], "prestart": []})
+        );
+        assert_eq!(rec.changes.len(), 2);
     }
 
     #[test]

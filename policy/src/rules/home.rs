@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::config::HomeMode;
+use crate::config::{HomeMode, Policy};
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
 #[cfg(test)] // the tests read lists with it
@@ -82,25 +82,41 @@ pub fn apply_process(
     Ok(())
 }
 
-/// Adds the HOME tmpfs, after the process rules have set HOME and the user.
-pub fn apply_mount(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
-    if cx.policy.filesystem.home != HomeMode::Tmpfs {
-        return Ok(());
+/// The HOME tmpfs's mode (the `tmpfs_modes` hook sets it again after runc).
+pub(crate) const HOME_MODE: u32 = 0o700;
+
+/// The HOME tmpfs this spec gets under `policy`, as (directory, uid, gid):
+/// `None` when HOME is the image's, lies in a policy tmpfs, or is bound.
+pub(crate) fn home_tmpfs(spec: &Value, policy: &Policy) -> Option<(String, u64, u64)> {
+    if policy.filesystem.home != HomeMode::Tmpfs {
+        return None;
     }
     let process = spec.get("process").unwrap_or(&Value::Null);
     let home = home_dir(process);
-    let (uid, gid) = (user_id(process, "uid"), user_id(process, "gid"));
-    let writable_already = cx
-        .policy
-        .filesystem
-        .tmpfs
-        .iter()
-        .any(|dir| Path::new(&home).starts_with(clean_path(&dir.to_string_lossy()).as_ref()));
-    let mounts = array_at(spec, "mounts");
-    let bound = mounts.iter().any(|m| is_bind(m) && destination(m) == home);
+    let writable_already =
+        policy.filesystem.tmpfs.iter().any(|dir| {
+            Path::new(&home).starts_with(clean_path(&dir.path.to_string_lossy()).as_ref())
+        });
+    let bound = mounts_of(spec).any(|m| is_bind(m) && destination(m) == home);
     if writable_already || bound {
-        return Ok(());
+        return None;
     }
+    Some((home, user_id(process, "uid"), user_id(process, "gid")))
+}
+
+fn mounts_of(spec: &Value) -> impl Iterator<Item = &Value> {
+    spec.get("mounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// Adds the HOME tmpfs, after the process rules have set HOME and the user.
+pub fn apply_mount(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let Some((home, uid, gid)) = home_tmpfs(spec, cx.policy) else {
+        return Ok(());
+    };
+    let mounts = array_at(spec, "mounts");
     let mount = json!({
         "destination": home,
         "type": "tmpfs",
@@ -108,7 +124,7 @@ pub fn apply_mount(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Resu
         "options": [
             "nosuid",
             "nodev",
-            "mode=0700",
+            format!("mode={HOME_MODE:04o}"),
             format!("uid={uid}"),
             format!("gid={gid}"),
             format!("size={}", cx.policy.resources.tmpfs_max.0),

@@ -27,6 +27,7 @@ mod seccomp_args;
 mod seccomp_merge;
 pub mod sysctls;
 pub mod tmpfs;
+pub mod tmpfs_modes;
 pub mod user;
 
 // issue 8 item 6

@@ -40,27 +40,8 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
     let Some(entry) = &create.network_hook else {
         return Ok(());
     };
-    let hooks = object_at(spec, "hooks");
     // A forged or stale entry must not run in place of ours (or twice).
-    for (list_name, list) in hooks.iter_mut() {
-        let Value::Array(items) = list else { continue };
-        let mut index = 0;
-        items.retain(|hook| {
-            let forged = strings(hook.get("args"))
-                .iter()
-                .any(|arg| arg.contains(NETWORK_HOOK_MARKER));
-            if forged {
-                rec.change(
-                    RULE,
-                    format!("/hooks/{list_name}/{index}"),
-                    hook.clone(),
-                    Value::Null,
-                );
-            }
-            index += 1;
-            !forged
-        });
-    }
+    remove_marked(spec, NETWORK_HOOK_MARKER, RULE, rec);
     // Engine hooks stay: runc runs prestart (Docker's libnetwork-setkey)
     // before createRuntime, so the engine's network is set up before ours.
     if let Some(hooks) = spec.get_mut("hooks") {
@@ -74,6 +55,31 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
         );
     }
     Ok(())
+}
+
+/// Removes, from every hook list, each entry with an argument containing
+/// `marker` (creating `hooks` when missing), recording each removal.
+pub(crate) fn remove_marked(spec: &mut Value, marker: &str, rule: &'static str, rec: &mut Record) {
+    let hooks = object_at(spec, "hooks");
+    for (list_name, list) in hooks.iter_mut() {
+        let Value::Array(items) = list else { continue };
+        let mut index = 0;
+        items.retain(|hook| {
+            let forged = strings(hook.get("args"))
+                .iter()
+                .any(|arg| arg.contains(marker));
+            if forged {
+                rec.change(
+                    rule,
+                    format!("/hooks/{list_name}/{index}"),
+                    hook.clone(),
+                    Value::Null,
+                );
+            }
+            index += 1;
+            !forged
+        });
+    }
 }
 
 #[cfg(test)]

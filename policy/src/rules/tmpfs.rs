@@ -10,11 +10,11 @@
 //! exactly what was judged. A bind at `/dev/shm` (a host tmpfs the engine
 //! sized) becomes a private tmpfs of `tmpfs_max`.
 //!
-//! Modes: each `filesystem.tmpfs` directory is `mode=1777` (sticky and
-//! world-writable, like `/tmp`), owned by the process user when that is not
-//! root. runc copies the image directory's mode onto a tmpfs after mounting
-//! it, so with an image whose `/tmp` is 0755 the ownership is what keeps it
-//! writable for the policy's user.
+//! Modes: each `filesystem.tmpfs` directory gets its entry's mode
+//! (`mode=`, 1777 unless the entry says otherwise), root-owned. runc copies
+//! the image directory's mode onto a tmpfs after mounting it, whatever
+//! `mode=` says; the `tmpfs_modes` rule's hook sets the mode again after
+//! runc's mounts.
 
 use std::borrow::Cow;
 
@@ -184,17 +184,14 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
         });
     }
     clamp_sizes(mounts, cx, rec)?;
-    let owner = process_owner(spec);
-    let mounts = array_at(spec, "mounts");
-    for dir in &cx.policy.filesystem.tmpfs {
-        let dir = clean_path(&dir.to_string_lossy()).into_owned();
-        let mut options = vec![
+    for entry in &cx.policy.filesystem.tmpfs {
+        let dir = clean_path(&entry.path.to_string_lossy()).into_owned();
+        let options = vec![
             "nosuid".to_string(),
             "nodev".to_string(),
-            "mode=1777".to_string(),
+            format!("mode={}", entry.mode),
             format!("size={}", cx.policy.resources.tmpfs_max.0),
         ];
-        options.extend(owner.iter().cloned());
         let mount = json!({
             "destination": dir,
             "type": "tmpfs",
@@ -204,20 +201,6 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
         replace_mount_at(mounts, &dir, mount, RULE, rec);
     }
     Ok(())
-}
-
-/// `uid=`/`gid=` options for the process user, when it is not root.
-fn process_owner(spec: &Value) -> Vec<String> {
-    let id = |key: &str| {
-        spec.pointer(&format!("/process/user/{key}"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    let (uid, gid) = (id("uid"), id("gid"));
-    if uid == 0 && gid == 0 {
-        return Vec::new();
-    }
-    vec![format!("uid={uid}"), format!("gid={gid}")]
 }
 
 #[cfg(test)]
@@ -419,19 +402,25 @@ mod tests {
     }
 
     #[test]
-    fn policy_tmpfs_is_owned_by_a_non_root_user() {
+    fn policy_tmpfs_is_root_owned_with_the_entry_mode() {
         let mut spec = json!({"process": {"user": {"uid": 1000, "gid": 1001}}});
-        run(&mut spec, &Policy::default());
+        let mut policy = Policy::default();
+        policy.filesystem.tmpfs = vec![
+            crate::config::TmpfsEntry::new("/tmp"),
+            crate::config::TmpfsEntry {
+                path: "/cache/".into(),
+                mode: crate::config::TmpfsMode(0o700),
+            },
+        ];
+        run(&mut spec, &policy);
+        // No uid=/gid=: the user writes /tmp through its mode, not ownership.
         assert_eq!(
             options_at(&spec, "/tmp"),
-            [
-                "nosuid",
-                "nodev",
-                "mode=1777",
-                "size=1073741824",
-                "uid=1000",
-                "gid=1001"
-            ]
+            ["nosuid", "nodev", "mode=1777", "size=1073741824"]
+        );
+        assert_eq!(
+            options_at(&spec, "/cache"),
+            ["nosuid", "nodev", "mode=0700", "size=1073741824"]
         );
     }
 

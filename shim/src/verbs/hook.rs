@@ -1,6 +1,7 @@
 //! `vibe-shim [--config P] hook network`: the createRuntime hook entry
-//! point. runc runs it with the OCI state on stdin and puts the hook's
-//! stderr into its own error, so the reason reaches the user.
+//! point; `vibe-shim hook tmpfs-modes ...`: the createContainer one
+//! ([`super::tmpfs_hook`]). runc runs them with the OCI state on stdin and
+//! puts the hook's stderr into its own error, so the reason reaches the user.
 
 use std::io::Read;
 use std::path::Path;
@@ -9,7 +10,7 @@ use crate::policy_file;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookVerbError {
-    #[error("unknown hook {0:?} (expected \"network\")")]
+    #[error("unknown hook {0:?} (expected \"network\" or \"tmpfs-modes\")")]
     UnknownHook(String),
     #[error("cannot read the OCI state from stdin: {0}")]
     Stdin(std::io::Error),
@@ -18,6 +19,8 @@ pub enum HookVerbError {
     /// Boxed: the hooks' error is large and this is the cold path.
     #[error("network: {0}")]
     Network(Box<vibe_hooks::HookError>),
+    #[error("tmpfs-modes: {0}")]
+    TmpfsModes(#[from] super::tmpfs_hook::TmpfsHookError),
 }
 
 /// `args` are the tokens after `hook` (the hook's name, then the marker).
@@ -30,13 +33,21 @@ pub fn run(
         .first()
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if name != "network" {
+    if name != "network" && name != vibe_policy::rules::tmpfs_modes::HOOK_NAME {
         return Err(HookVerbError::UnknownHook(name));
     }
     let mut state = Vec::new();
     stdin
         .read_to_end(&mut state)
         .map_err(HookVerbError::Stdin)?;
+    if name != "network" {
+        // Everything it needs is in its (judged) arguments: no config.
+        let rest: Vec<String> = args[1..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return Ok(super::tmpfs_hook::run(&rest)?);
+    }
     let policy = policy_file::load(config)?;
     vibe_hooks::run_network_hook(&state, &policy.network)
         .map_err(|e| HookVerbError::Network(Box::new(e)))?;

@@ -9,6 +9,7 @@ pub mod install;
 pub mod lockdown;
 pub mod policy_cmd;
 pub mod start;
+pub mod tmpfs_hook;
 pub mod update;
 
 use std::ffi::OsString;

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use vibe_policy::config_merge::Origin;
 use vibe_policy::{enforce_create, CreateContext, Policy, Rewrite};
 
 use super::create::{anchor_relative_paths, read_spec};
@@ -33,9 +34,9 @@ pub fn run(global_config: &Path, args: &[OsString]) -> Result<(String, bool), Po
     let sub = first_positional(&items)
         .and_then(|s| s.to_str())
         .unwrap_or("");
-    let policy = policy_file::load(&config)?;
+    let (policy, origins) = policy_file::load_explained(&config)?;
     match sub {
-        "check" => Ok((check(&config, &policy)?, true)),
+        "check" => Ok((check(&config, &policy, &origins)?, true)),
         "explain" => {
             let bundle = flag_value(&items, "bundle").ok_or(PolicyCmdError::Usage)?;
             explain(&config, &policy, Path::new(bundle))
@@ -44,12 +45,19 @@ pub fn run(global_config: &Path, args: &[OsString]) -> Result<(String, bool), Po
     }
 }
 
-fn check(config: &Path, policy: &Policy) -> Result<String, PolicyCmdError> {
+fn check(config: &Path, policy: &Policy, origins: &[Origin]) -> Result<String, PolicyCmdError> {
     let mut out = format!(
         "# {} is valid; effective policy:\n{}\n",
         config.display(),
         serde_json::to_string_pretty(policy)?
     );
+    // What the drop-ins set or appended (the last file wins for a value).
+    if !origins.is_empty() {
+        let _ = writeln!(out, "# set by drop-ins:");
+    }
+    for origin in origins {
+        let _ = writeln!(out, "{origin}");
+    }
     let mut warnings = policy.warnings();
     warnings.extend(shared_uid_warning(policy, |uid| {
         nix::unistd::User::from_uid(uid.into())
@@ -151,6 +159,46 @@ mod tests {
     }
 
     #[test]
+    fn check_lists_what_each_drop_in_set() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        std::fs::write(&config, "[network]\nmode = \"none\"\n").unwrap();
+        let dropins = dir.path().join("config.d");
+        std::fs::create_dir(&dropins).unwrap();
+        std::fs::set_permissions(&dropins, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for (name, text) in [
+            ("10-net.toml", "[network]\nmode = \"open\"\n"),
+            ("20-cache.toml", "[filesystem]\ntmpfs = [\"/cache\"]\n"),
+            (".hidden.toml", "bogus = 1\n"),
+            ("README", "bogus = 1\n"),
+            ("30-x.toml.bak", "bogus = 1\n"),
+        ] {
+            std::fs::write(dropins.join(name), text).unwrap();
+            std::fs::set_permissions(dropins.join(name), std::fs::Permissions::from_mode(0o644))
+                .unwrap();
+        }
+        let owner = nix::unistd::geteuid().as_raw();
+        let (policy, origins) = crate::policy_file::load_with_owner(&config, owner).unwrap();
+        let out = check(&config, &policy, &origins).unwrap();
+        let tail: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("# set by"))
+            .collect();
+        assert_eq!(
+            tail,
+            [
+                "# set by drop-ins:",
+                "network.mode = \"open\"  (config.d/10-net.toml)",
+                "filesystem.tmpfs += [\"/cache\"]  (config.d/20-cache.toml)",
+            ],
+            "{out}"
+        );
+        // The JSON above is still the whole effective policy.
+        assert!(out.contains("\"mode\": \"open\""), "{out}");
+    }
+
+    #[test]
     fn check_prints_warnings() {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("c.toml");
@@ -160,7 +208,7 @@ mod tests {
         )
         .unwrap();
         let policy = crate::policy_file::load(&config).unwrap();
-        let out = check(&config, &policy).unwrap();
+        let out = check(&config, &policy, &[]).unwrap();
         assert!(
             out.contains("# warning: process.env_allow: \"LC_*\""),
             "{out}"
