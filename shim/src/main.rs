@@ -47,6 +47,7 @@ fn run() -> i32 {
     match verb.as_str() {
         "hook" => return run_hook(&config_path, &inv),
         "policy" => return run_policy_cmd(&config_path, &inv),
+        "egress" => return verbs::egress::run(&inv),
         _ => {}
     }
     if let Err(e) = runtime::check_not_reentered(std::env::var_os(runtime::ACTIVE_ENV).as_deref()) {
@@ -58,7 +59,7 @@ fn run() -> i32 {
     match check_argv(&inv, &verb) {
         Ok(Route::PassThrough) => {
             if verb == "delete" && !inv.no_action {
-                verbs::delete::cleanup(inv.root.as_deref(), inv.verb_args());
+                verbs::delete::cleanup(inv.root.as_deref(), inv.verb_args(), &config_path);
             }
             pass_through(&inv, &config_path)
         }

@@ -25,6 +25,7 @@ pub fn load(path: &Path) -> Result<Policy, PolicyFileError> {
         source,
     })?;
     let mut policy = Policy::from_toml_str(&text, path)?;
+    policy.network.egress_socket = resolve(path, &policy.network.egress_socket);
     if let Some(profile) = policy.seccomp.profile.clone() {
         let profile = resolve(path, &profile);
         let fail = |message: String| PolicyFileError::Profile {
@@ -38,12 +39,24 @@ pub fn load(path: &Path) -> Result<Policy, PolicyFileError> {
     Ok(policy)
 }
 
-/// A relative profile path is relative to the policy file's directory.
+/// A relative path (seccomp profile, egress socket) is relative to the
+/// policy file's directory.
 fn resolve(config: &Path, profile: &Path) -> PathBuf {
     match config.parent() {
         Some(dir) if profile.is_relative() => dir.join(profile),
         _ => profile.to_path_buf(),
     }
+}
+
+/// For `delete`: only `[network] egress_socket` (resolved as [`load`]
+/// does), the default when the file is missing or invalid.
+pub fn egress_socket_only(path: &Path) -> PathBuf {
+    let socket = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| Policy::from_toml_str(&text, path).ok())
+        .map(|policy| policy.network.egress_socket)
+        .unwrap_or_else(|| PathBuf::from(vibe_policy::config::DEFAULT_EGRESS_SOCKET));
+    resolve(path, &socket)
 }
 
 /// For pass-through verbs: only `[runtime] path`, and `None` if the file is
