@@ -546,6 +546,11 @@ fn two_hundred_containers_leave_no_listener_fd_namespace_or_record() {
         }
         // Bundle's drop deletes through vibe-shim (`delete -f`).
         drop(bundle);
+        if n == 0 {
+            // At once, not at the next sweep: delete unregistered it.
+            assert_eq!(daemon.served(), 0, "{}", daemon.log());
+            assert!(daemon.record_files().is_empty());
+        }
     }
     eprintln!(
         "200 proxy containers created and deleted in {:?}",
