@@ -66,15 +66,18 @@ fn log(message: impl std::fmt::Display) {
 /// A container by runc root and id: two engines may reuse an id.
 type Key = (PathBuf, String);
 
-/// A container being served; dropping it stops its listeners.
-struct Served {
-    pid: i32,
-    start_time: u64,
-    listeners: Vec<String>,
+/// The proxy's listeners in one network namespace; dropping the last
+/// reference stops them.
+struct Listening {
+    /// (device, inode) of the namespace: pinned while the listeners live,
+    /// so no other namespace can reuse the inode meanwhile.
+    ns: (u64, u64),
+    network: NetworkSection,
+    addrs: Vec<String>,
     tasks: Vec<JoinHandle<()>>,
 }
 
-impl Drop for Served {
+impl Drop for Listening {
     fn drop(&mut self) {
         // Cancelling the task drops the serve future: the listener and every
         // connection it accepted close, and the namespace is no longer pinned.
@@ -82,6 +85,15 @@ impl Drop for Served {
             task.abort();
         }
     }
+}
+
+/// A registered container. Containers sharing a namespace (a pod, or
+/// `--network container:<id>`) share its listeners: the port can be bound
+/// only once there.
+struct Served {
+    pid: i32,
+    start_time: u64,
+    listening: Arc<Listening>,
 }
 
 struct Daemon {
@@ -247,7 +259,7 @@ impl Daemon {
                 runc_root: Some(runc_root),
             } => match self.served().get(&(runc_root, id)) {
                 Some(served) => Reply {
-                    listeners: served.listeners.clone(),
+                    listeners: served.listening.addrs.clone(),
                     ..Reply::ok()
                 },
                 None => Reply::refused("the container is not registered with the egress daemon"),
@@ -295,7 +307,7 @@ impl Daemon {
         let key = (record.runc_root.clone(), record.id.clone());
         if let Some(served) = self.served().get(&key) {
             if (served.pid, served.start_time) == (record.pid, record.start_time) {
-                return Ok(served.listeners.clone());
+                return Ok(served.listening.addrs.clone());
             }
         }
         // Same key, another process: the old container is gone.
@@ -307,8 +319,43 @@ impl Daemon {
         })
     }
 
-    /// Binds and spawns the proxy for a checked record.
+    /// Serves a checked record: the listeners already in its namespace, or
+    /// new ones bound there.
     fn serve(&self, record: Record, netns: File) -> Result<Vec<String>, String> {
+        let ns = netns::ns_id(&netns).map_err(|e| e.to_string())?;
+        let shared = self
+            .served()
+            .values()
+            .find(|s| s.listening.ns == ns)
+            .map(|s| s.listening.clone());
+        let listening = match shared {
+            Some(listening) if listening.network == record.network => listening,
+            Some(_) => {
+                return Err(
+                    "its network namespace is already served under another [network] policy".into(),
+                )
+            }
+            None => Arc::new(self.listen(&record, netns, ns)?),
+        };
+        let addrs = listening.addrs.clone();
+        log(format_args!(
+            "{} (root {}, pid {}): serving on {}",
+            record.id,
+            record.runc_root.display(),
+            record.pid,
+            addrs.join(" ")
+        ));
+        let served = Served {
+            pid: record.pid,
+            start_time: record.start_time,
+            listening,
+        };
+        self.served().insert((record.runc_root, record.id), served);
+        Ok(addrs)
+    }
+
+    /// Binds the listeners in `netns` and spawns the proxy on them.
+    fn listen(&self, record: &Record, netns: File, ns: (u64, u64)) -> Result<Listening, String> {
         let bound = netns::bind_loopback(netns, PROXY_PORT).map_err(|e| e.to_string())?;
         for note in &bound.notes {
             log(format_args!("{}: {note}", record.id));
@@ -318,37 +365,27 @@ impl Daemon {
             network: record.network.clone(),
         });
         let _entered = self.handle.enter();
-        let mut listeners = Vec::new();
-        let mut tasks = Vec::new();
+        let mut listening = Listening {
+            ns,
+            network: record.network.clone(),
+            addrs: Vec::new(),
+            tasks: Vec::new(),
+        };
         for std_listener in bound.listeners {
             let addr = std_listener
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_default();
+            // On failure, dropping `listening` stops what was spawned.
             let listener = tokio::net::TcpListener::from_std(std_listener)
                 .map_err(|e| format!("cannot hand {addr} to the runtime: {e}"))?;
-            listeners.push(addr);
-            tasks.push(
+            listening.addrs.push(addr);
+            listening.tasks.push(
                 self.handle
                     .spawn(self.proxy.clone().serve(listener, container.clone())),
             );
         }
-        let served = Served {
-            pid: record.pid,
-            start_time: record.start_time,
-            listeners: listeners.clone(),
-            tasks,
-        };
-        self.served()
-            .insert((record.runc_root.clone(), record.id.clone()), served);
-        log(format_args!(
-            "{} (root {}, pid {}): serving on {}",
-            record.id,
-            record.runc_root.display(),
-            record.pid,
-            listeners.join(" ")
-        ));
-        Ok(listeners)
+        Ok(listening)
     }
 
     fn unregister(&self, key: &Key, why: &str) {
