@@ -570,3 +570,55 @@ fn two_hundred_containers_leave_no_listener_fd_namespace_or_record() {
     // No thread of the daemon stayed in a container's namespace.
     assert_eq!(daemon.thread_namespaces(), own_ns);
 }
+
+/// Listeners inside the namespace of the process `pid`, from `ss`.
+fn listeners_in(pid: &str) -> String {
+    let out = run(&["nsenter", "-t", pid, "-n", "ss", "-Hltn"]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn containers_sharing_a_namespace_share_its_listener() {
+    let _serial = serial();
+    let daemon = Daemon::start();
+    let policy = raw_policy(&daemon);
+    let first = Bundle::busybox("egress-pod", &["sleep", "300"], &policy);
+    assert!(first.create().status.success(), "{}", daemon.log());
+    let state = first.shim(&["state", &first.id], b"");
+    let state: serde_json::Value = serde_json::from_slice(&state.stdout).expect("state JSON");
+    let pid = state["pid"].to_string();
+    // The second joins the first's namespace (a pod, `--network container:`):
+    // the port is already bound there, and that is fine.
+    let second = Bundle::busybox("egress-pod2", &["sleep", "300"], &policy);
+    let mut spec = second.spec();
+    for ns in spec["linux"]["namespaces"]
+        .as_array_mut()
+        .expect("namespaces")
+    {
+        if ns["type"] == "network" {
+            ns["path"] = format!("/proc/{pid}/ns/net").into();
+        }
+    }
+    second.write_spec(&spec);
+    let out = second.create();
+    assert!(
+        out.status.success(),
+        "second create: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        daemon.log()
+    );
+    assert_eq!(daemon.served(), 2);
+    let second_pid = second.shim(&["state", &second.id], b"");
+    let second_pid: serde_json::Value =
+        serde_json::from_slice(&second_pid.stdout).expect("state JSON");
+    let second_pid = second_pid["pid"].to_string();
+    drop(first);
+    assert_eq!(daemon.served(), 1);
+    assert!(
+        listeners_in(&second_pid).contains("127.0.0.1:3128"),
+        "the listener went with the first container"
+    );
+    drop(second);
+    assert_eq!(daemon.served(), 0);
+}
