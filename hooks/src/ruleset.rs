@@ -39,36 +39,8 @@ pub const TABLE_NAME: &str = "vibe_shim";
 
 /// Docker's embedded DNS server, reached over lo after Docker's DNAT.
 pub const DOCKER_EMBEDDED_DNS: &str = "127.0.0.11";
-/// IPv4 destinations that are never "the internet" (open mode drops them).
-pub const PRIVATE_V4: &[&str] = &[
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.0.0.0/24",
-    "192.168.0.0/16",
-    "198.18.0.0/15",
-    "224.0.0.0/4",
-    "240.0.0.0/4",
-];
-
-/// IPv6 destinations that are never "the internet", including the forms
-/// that embed an IPv4 address (v4-mapped, NAT64, Teredo, 6to4), since those
-/// can carry a private IPv4 destination through a relay.
-pub const PRIVATE_V6: &[&str] = &[
-    "::/128",
-    "::1/128",
-    "::ffff:0:0/96",
-    "64:ff9b::/96",
-    "64:ff9b:1::/48",
-    "2001::/32",
-    "2002::/16",
-    "fc00::/7",
-    "fe80::/10",
-    "ff00::/8",
-];
+/// The never-"the internet" ranges; one list, shared with the egress proxy.
+pub use vibe_policy::egress::denyset::{PRIVATE_V4, PRIVATE_V6};
 
 /// What the ruleset depends on besides the policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -867,6 +867,8 @@ impl Policy {
                 "resolvers only apply with dns = true".into(),
             ));
         }
+        crate::egress::hosts::validate(&self.network)
+            .map_err(|(key, message)| invalid(key, message))?;
         self.hooks
             .validate()
             .map_err(|(key, message)| invalid(key, message))?;

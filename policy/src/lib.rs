@@ -8,11 +8,13 @@
 
 pub mod config;
 pub mod decision;
+pub mod egress;
 pub mod engine;
 pub mod gojson;
 pub mod host;
 pub mod invariants;
 pub mod json;
+pub mod rfc3339;
 pub mod rules;
 mod validate;
 

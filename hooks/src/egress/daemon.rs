@@ -23,8 +23,7 @@ use super::netns;
 use super::proxy::{Container, Proxy, ProxyError, ProxySettings};
 use super::records::{self, Record};
 
-/// Where the proxy's JSON lines go unless told otherwise.
-pub const DEFAULT_LOG_PATH: &str = "/var/log/vibe-shim/egress.jsonl";
+pub use super::proxy::DEFAULT_LOG_PATH;
 /// Seconds between two sweeps unless told otherwise.
 pub const DEFAULT_SWEEP_SECS: u64 = 10;
 
@@ -38,6 +37,8 @@ pub enum DaemonError {
     Proxy(#[from] ProxyError),
     #[error("control socket: accept: {0}")]
     Accept(std::io::Error),
+    #[error("cannot read the host's addresses: {0}")]
+    HostNets(crate::routes::RouteError),
 }
 
 /// How the daemon was started.
@@ -51,12 +52,14 @@ pub struct Options {
 
 /// Runs the daemon in the foreground until killed.
 pub fn run(options: Options) -> Result<(), DaemonError> {
+    // Before the runtime: the netlink read runs one of its own.
+    let deny_nets = super::hostnets::host_deny_nets().map_err(DaemonError::HostNets)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("vibe-egress")
         .build()
         .map_err(DaemonError::Runtime)?;
-    runtime.block_on(serve(options))
+    runtime.block_on(serve(options, deny_nets))
 }
 
 fn log(message: impl std::fmt::Display) {
@@ -103,10 +106,20 @@ struct Daemon {
     served: Mutex<HashMap<Key, Served>>,
 }
 
-async fn serve(options: Options) -> Result<(), DaemonError> {
+async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), DaemonError> {
     let listener = bind_control(&options.socket)?;
+    log(format_args!(
+        "refusing the host's addresses and bridge subnets: {}",
+        deny_nets
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
     let proxy = Proxy::new(ProxySettings {
         log_path: options.log_path.clone(),
+        deny_nets,
+        ..ProxySettings::default()
     })?;
     let daemon = Arc::new(Daemon {
         proxy,

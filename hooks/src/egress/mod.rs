@@ -7,6 +7,7 @@
 
 pub mod control;
 pub mod daemon;
+pub mod hostnets;
 pub mod netns;
 pub mod proxy;
 pub mod records;

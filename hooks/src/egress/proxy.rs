@@ -2,11 +2,46 @@
 //! binds the listener inside the container's network namespace and runs
 //! [`Proxy::serve`] on it; dropping that future closes the listener and
 //! every connection it accepted.
+//!
+//! A connection: read the request head (header timeout, size cap), judge
+//! the name and port against `[network] hosts`, resolve (once), refuse if
+//! any address is in the deny set, and dial the vetted address itself.
+//! CONNECT to 443 answers 200 first and reads the TLS ClientHello, whose
+//! SNI must be the CONNECT host, before dialling. An absolute-form request
+//! is forwarded alone (`Connection: close` upstream, one request per client
+//! connection), so every request that reaches a server was judged.
+//! Refusals are a 403 whose body's first line names vibe-shim, the host,
+//! the port and the rule; every connection is one JSON line in the log.
+//! Report mode (`enforce = false`) lets name, port and SNI refusals through
+//! as "would-deny"; the address deny set protects the host and is enforced
+//! in both modes.
 
+mod log;
+pub mod net;
+mod relay;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
+use ipnet::IpNet;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 use vibe_policy::config::NetworkSection;
+use vibe_policy::egress::decision::authority;
+use vibe_policy::egress::request::{self, Request, RequestError, Target};
+use vibe_policy::egress::sni::{client_hello_sni, SniError};
+use vibe_policy::egress::{Decision, DenySet, Host, HostList, Verdict};
+
+pub use net::{Dial, Resolve, SystemDialer, SystemResolver};
+use relay::{Counts, UpLimit};
+
+/// Where connection lines go unless the daemon says otherwise.
+pub const DEFAULT_LOG_PATH: &str = "/var/log/vibe-shim/egress.jsonl";
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +58,35 @@ pub enum ProxyError {
 pub struct ProxySettings {
     /// JSON lines, one per connection and per denial.
     pub log_path: PathBuf,
+    /// Refused like private ranges: the host's own addresses and the
+    /// engines' bridge subnets (the daemon gathers them).
+    pub deny_nets: Vec<IpNet>,
+    /// Concurrent connections per container (over both its listeners);
+    /// one more gets a 503.
+    pub max_connections: usize,
+    /// The whole request head, and the ClientHello, must arrive within it.
+    pub header_timeout: Duration,
+    /// A connection with no byte either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Resolving, and dialling each address.
+    pub connect_timeout: Duration,
+    pub max_header_bytes: usize,
+    pub max_client_hello_bytes: usize,
+}
+
+impl Default for ProxySettings {
+    fn default() -> Self {
+        ProxySettings {
+            log_path: PathBuf::from(DEFAULT_LOG_PATH),
+            deny_nets: Vec::new(),
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(600),
+            connect_timeout: Duration::from_secs(10),
+            max_header_bytes: 32 * 1024,
+            max_client_hello_bytes: 32 * 1024,
+        }
+    }
 }
 
 /// One registered container: its id and the `[network]` section of the
@@ -34,30 +98,444 @@ pub struct Container {
 }
 
 /// The state shared by every listener.
-#[derive(Debug)]
 pub struct Proxy {
     settings: ProxySettings,
+    deny: DenySet,
+    log: log::Log,
+    resolver: Arc<dyn Resolve>,
+    dialer: Arc<dyn Dial>,
+    /// Per-container connection slots, shared by its listeners.
+    slots: Mutex<HashMap<String, Weak<Semaphore>>>,
 }
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+const OK_200: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
 
 impl Proxy {
     pub fn new(settings: ProxySettings) -> Result<Arc<Proxy>, ProxyError> {
-        Ok(Arc::new(Proxy { settings }))
+        Proxy::with_net(settings, Arc::new(SystemResolver), Arc::new(SystemDialer))
+    }
+
+    /// Like [`Proxy::new`] with another resolver and dialer (tests, bench).
+    pub fn with_net(
+        settings: ProxySettings,
+        resolver: Arc<dyn Resolve>,
+        dialer: Arc<dyn Dial>,
+    ) -> Result<Arc<Proxy>, ProxyError> {
+        let log = log::Log::open(&settings.log_path).map_err(|source| ProxyError::Log {
+            path: settings.log_path.clone(),
+            source,
+        })?;
+        Ok(Arc::new(Proxy {
+            deny: DenySet::new(&settings.deny_nets),
+            settings,
+            log,
+            resolver,
+            dialer,
+            slots: Mutex::new(HashMap::new()),
+        }))
     }
 
     pub fn settings(&self) -> &ProxySettings {
         &self.settings
     }
 
-    /// Serves `listener` for `container` until dropped. Placeholder until
-    /// the proxy lands: every connection is closed unanswered (fail closed).
+    /// Serves `listener` for `container` until dropped.
     pub async fn serve(
         self: Arc<Self>,
         listener: tokio::net::TcpListener,
         container: Arc<Container>,
     ) {
-        let _ = &container;
-        while let Ok((stream, _)) = listener.accept().await {
-            drop(stream);
+        // An invalid list (the config check makes this unlikely) refuses all.
+        let hosts = Arc::new(HostList::new(&container.network));
+        let slots = self.slots(&container.id);
+        let mut tasks = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nodelay(true);
+                        let permit = slots.clone().try_acquire_owned().ok();
+                        let conn = Conn {
+                            proxy: self.clone(),
+                            container: container.clone(),
+                            hosts: hosts.clone(),
+                            client: stream,
+                            _permit: permit,
+                        };
+                        tasks.spawn(conn.run());
+                    }
+                    // EMFILE and the like: back off instead of spinning.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
         }
     }
+
+    fn slots(&self, id: &str) -> Arc<Semaphore> {
+        let mut map = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, w| w.strong_count() > 0);
+        if let Some(s) = map.get(id).and_then(Weak::upgrade) {
+            return s;
+        }
+        let s = Arc::new(Semaphore::new(self.settings.max_connections));
+        map.insert(id.to_string(), Arc::downgrade(&s));
+        s
+    }
+}
+
+struct Conn {
+    proxy: Arc<Proxy>,
+    container: Arc<Container>,
+    hosts: Arc<Result<HostList, String>>,
+    client: TcpStream,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// What one connection did, for its log line.
+struct Outcome {
+    decision: Decision,
+    kind: &'static str,
+    address: Option<SocketAddr>,
+    error: Option<String>,
+    counts: Counts,
+}
+
+impl Outcome {
+    fn new(decision: Decision, kind: &'static str) -> Outcome {
+        Outcome {
+            decision,
+            kind,
+            address: None,
+            error: None,
+            counts: Counts::default(),
+        }
+    }
+}
+
+impl Conn {
+    async fn run(mut self) {
+        let s = &self.proxy.settings;
+        if self._permit.is_none() {
+            let why = format!("too many connections (limit {})", s.max_connections);
+            let d = Decision::deny("", 0, why.clone());
+            self.respond(
+                503,
+                "Service Unavailable",
+                &format!("vibe-shim egress: {why}"),
+            )
+            .await;
+            self.log(&Outcome::new(d, ""));
+            return;
+        }
+        let mut buf = Vec::with_capacity(2048);
+        let head = tokio::time::timeout(s.header_timeout, self.read_head(&mut buf)).await;
+        let req = match head {
+            Err(_) => {
+                return self
+                    .fail(408, "Request Timeout", "request header timeout")
+                    .await
+            }
+            Ok(Ok(Some(r))) => r,
+            Ok(Ok(None)) => return, // closed before a whole head: nothing asked
+            Ok(Err(HeadError::Io)) => return,
+            Ok(Err(HeadError::Request(e))) => {
+                let (code, text) = match e {
+                    RequestError::TooLarge(_) => (431, "Request Header Fields Too Large"),
+                    RequestError::HostMismatch { .. } => (403, "Forbidden"),
+                    _ => (400, "Bad Request"),
+                };
+                return self.fail(code, text, &e.to_string()).await;
+            }
+        };
+        let pending = buf[req.head_len..].to_vec();
+        let outcome = self.handle(req, pending).await;
+        self.log(&outcome);
+    }
+
+    async fn read_head(&mut self, buf: &mut Vec<u8>) -> Result<Option<Request>, HeadError> {
+        let cap = self.proxy.settings.max_header_bytes;
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = self
+                .client
+                .read(&mut chunk)
+                .await
+                .map_err(|_| HeadError::Io)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(r) = request::parse(buf, cap).map_err(HeadError::Request)? {
+                return Ok(Some(r));
+            }
+        }
+    }
+
+    /// A refused request that never got as far as a target.
+    async fn fail(&mut self, code: u16, text: &str, why: &str) {
+        let d = Decision::deny("", 0, why);
+        self.respond(code, text, &format!("vibe-shim egress: {why}"))
+            .await;
+        self.log(&Outcome::new(d, ""));
+    }
+
+    async fn handle(&mut self, req: Request, pending: Vec<u8>) -> Outcome {
+        let enforce = self.container.network.enforce;
+        let host = req.host.text();
+        let port = req.port;
+        let connect = req.target == Target::Connect;
+        let kind = if connect { "connect" } else { "http" };
+        let judged = match self.hosts.as_ref() {
+            Err(e) => Err(format!("invalid [network] hosts: {e}")),
+            Ok(list) => list.judge(&req.host, port),
+        };
+        let mut decision = match judged {
+            Ok(rule) if connect && port == 80 => Decision::refuse(
+                enforce,
+                &host,
+                port,
+                format!("CONNECT to port 80 (plain HTTP is judged per request; {rule})"),
+            ),
+            Ok(rule) => Decision::allow(&host, port, rule),
+            Err(why) => Decision::refuse(enforce, &host, port, why),
+        };
+        if !decision.verdict.passes() {
+            return self.refuse(decision, kind, None).await;
+        }
+        // Resolve once; every address must pass; dial only those.
+        let addrs = match self.resolve(&req.host, port).await {
+            Ok(a) => a,
+            Err(e) => {
+                let d = Decision::deny(&host, port, format!("cannot resolve {host}: {e}"));
+                return self.refuse_with(d, kind, None, 502, "Bad Gateway").await;
+            }
+        };
+        for a in &addrs {
+            if let Err(denied) = self.proxy.deny.check(a.ip()) {
+                let d = Decision::deny(&host, port, denied.to_string());
+                return self.refuse(d, kind, Some(*a)).await;
+            }
+        }
+        let mut pending = pending;
+        if connect && port == 443 {
+            if self.client.write_all(OK_200).await.is_err() {
+                return Outcome::new(decision, kind);
+            }
+            match self.read_client_hello(&mut pending).await {
+                Ok(sni) => {
+                    let name = match &req.host {
+                        Host::Name(n) => Some(n.as_str()),
+                        Host::Ip(_) => None,
+                    };
+                    let why = match sni {
+                        None => Some("no SNI in the TLS ClientHello on port 443".to_string()),
+                        Some(s) if Some(s.as_str()) != name => Some(format!(
+                            "domain fronting: TLS SNI {s} is not the CONNECT host"
+                        )),
+                        Some(_) => None,
+                    };
+                    if let Some(why) = why {
+                        decision = escalate(decision, enforce, why);
+                    }
+                }
+                Err(e) => decision = escalate(decision, enforce, format!("port 443: {e}")),
+            }
+            if !decision.verdict.passes() {
+                return self.refuse(decision, kind, None).await;
+            }
+        }
+        let (mut upstream, address) = match self.dial(&addrs).await {
+            Ok(x) => x,
+            Err(e) => {
+                let mut o = Outcome::new(decision, kind);
+                o.error = Some(format!("cannot reach {}: {e}", authority(&host, port)));
+                if !(connect && port == 443) {
+                    let line = format!(
+                        "vibe-shim egress: cannot reach {} ({e})",
+                        authority(&host, port)
+                    );
+                    self.respond(502, "Bad Gateway", &line).await;
+                }
+                return o;
+            }
+        };
+        let mut outcome = Outcome::new(decision, kind);
+        outcome.address = Some(address);
+        let limit = if connect {
+            if port != 443 && self.client.write_all(OK_200).await.is_err() {
+                return outcome;
+            }
+            UpLimit::All
+        } else {
+            let head = req.forward_head().unwrap_or_default();
+            if let Err(e) = upstream.write_all(&head).await {
+                outcome.error = Some(e.to_string());
+                return outcome;
+            }
+            UpLimit::from(req.body)
+        };
+        let idle = self.proxy.settings.idle_timeout;
+        if let Err(e) = relay::relay(
+            &mut self.client,
+            &mut upstream,
+            &pending,
+            limit,
+            idle,
+            &outcome.counts,
+        )
+        .await
+        {
+            outcome.error = Some(e.to_string());
+        }
+        outcome
+    }
+
+    async fn resolve(&self, host: &Host, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+        let mut addrs = match host {
+            // Only in report mode does an IP literal get this far.
+            Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
+            Host::Name(n) => {
+                let t = self.proxy.settings.connect_timeout;
+                tokio::time::timeout(t, self.proxy.resolver.resolve(n, port))
+                    .await
+                    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))??
+            }
+        };
+        let mut seen: Vec<IpAddr> = Vec::new();
+        addrs.retain(|a| {
+            let new = !seen.contains(&a.ip());
+            seen.push(a.ip());
+            new
+        });
+        if addrs.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no address",
+            ));
+        }
+        Ok(addrs)
+    }
+
+    async fn dial(&self, addrs: &[SocketAddr]) -> std::io::Result<(TcpStream, SocketAddr)> {
+        let t = self.proxy.settings.connect_timeout;
+        let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
+        for a in addrs {
+            match tokio::time::timeout(t, self.proxy.dialer.dial(*a)).await {
+                Ok(Ok(s)) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok((s, *a));
+                }
+                Ok(Err(e)) => last = e,
+                Err(_) => {
+                    last = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Reads until `pending` holds a whole ClientHello; its SNI.
+    async fn read_client_hello(&mut self, pending: &mut Vec<u8>) -> Result<Option<String>, String> {
+        let cap = self.proxy.settings.max_client_hello_bytes;
+        let t = self.proxy.settings.header_timeout;
+        let read = async {
+            let mut chunk = [0u8; 4096];
+            loop {
+                match client_hello_sni(pending, cap) {
+                    Ok(Some(sni)) => return Ok(sni),
+                    Ok(None) => {}
+                    Err(e) => return Err(e.to_string()),
+                }
+                match self.client.read(&mut chunk).await {
+                    Ok(0) => return Err("closed before the TLS ClientHello".to_string()),
+                    Ok(n) => pending.extend_from_slice(&chunk[..n]),
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        };
+        match tokio::time::timeout(t, read).await {
+            Ok(r) => r,
+            Err(_) => Err(SniError::Malformed("TLS ClientHello timeout").to_string()),
+        }
+    }
+
+    async fn refuse(
+        &mut self,
+        d: Decision,
+        kind: &'static str,
+        addr: Option<SocketAddr>,
+    ) -> Outcome {
+        self.refuse_with(d, kind, addr, 403, "Forbidden").await
+    }
+
+    async fn refuse_with(
+        &mut self,
+        d: Decision,
+        kind: &'static str,
+        addr: Option<SocketAddr>,
+        code: u16,
+        text: &str,
+    ) -> Outcome {
+        let line = d.refusal_line();
+        self.respond(code, text, &line).await;
+        let mut o = Outcome::new(d, kind);
+        o.address = addr;
+        o
+    }
+
+    /// A short response, then the connection closes. Bounded: a client
+    /// that does not read cannot hold the task.
+    async fn respond(&mut self, code: u16, text: &str, first_line: &str) {
+        let body = format!("{first_line}\n");
+        let msg = format!(
+            "HTTP/1.1 {code} {text}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let t = self.proxy.settings.header_timeout;
+        let _ = tokio::time::timeout(t, async {
+            self.client.write_all(msg.as_bytes()).await?;
+            self.client.shutdown().await
+        })
+        .await;
+    }
+
+    fn log(&self, o: &Outcome) {
+        use std::sync::atomic::Ordering;
+        self.proxy.log.write(&log::Line {
+            time: log::now(),
+            container: &self.container.id,
+            decision: o.decision.verdict,
+            kind: o.kind,
+            host: &o.decision.host,
+            port: o.decision.port,
+            address: o.address,
+            rule: &o.decision.rule,
+            error: o.error.clone(),
+            bytes_up: o.counts.up.load(Ordering::Relaxed),
+            bytes_down: o.counts.down.load(Ordering::Relaxed),
+        });
+    }
+}
+
+enum HeadError {
+    Io,
+    Request(RequestError),
+}
+
+/// A later refusal of an allowed (or already would-deny) request.
+fn escalate(d: Decision, enforce: bool, why: String) -> Decision {
+    let rule = match d.verdict {
+        Verdict::Allow => why,
+        _ => format!("{}; {why}", d.rule),
+    };
+    Decision::refuse(enforce, &d.host, d.port, rule)
 }
