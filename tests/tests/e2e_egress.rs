@@ -23,6 +23,10 @@ use vibe_shim_tests::netns::{must, run, Netns};
 
 const ALLOWED: &str = "allowed.egress.vibe-test";
 const PORT: u16 = 8080;
+/// Allowed by the policy's wildcard, but mapped to a metadata / private
+/// address in /etc/hosts.
+const META: &str = "meta.wild.egress.vibe-test";
+const PRIVATE: &str = "private.wild.egress.vibe-test";
 
 /// One daemon (one socket) per work tree: the tests here take turns.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -224,7 +228,14 @@ impl Upstream {
         ns.ip(&["addr", "add", &format!("{ip}/30"), "dev", "eth0"]);
         ns.ip(&["link", "set", "eth0", "up"]);
         ns.tcp_server(PORT);
-        let hosts = HostsBlock::add(&[(ALLOWED, &ip), (&format!("other.{ALLOWED}"), &ip)]);
+        ns.tcp_server(8081);
+        ns.tcp_server(443);
+        let hosts = HostsBlock::add(&[
+            (ALLOWED, &ip),
+            (&format!("other.{ALLOWED}"), &ip),
+            (META, "169.254.169.254"),
+            (PRIVATE, "10.213.7.5"),
+        ]);
         Upstream {
             _ns: ns,
             ip,
@@ -305,7 +316,11 @@ fn connected(out: &docker::Output) -> bool {
 }
 
 fn start_detached(c: &Container, flags: &[&str]) {
-    let runtime = docker::runtime_for("proxy");
+    start_detached_under(c, "proxy", flags);
+}
+
+fn start_detached_under(c: &Container, stem: &str, flags: &[&str]) {
+    let runtime = docker::runtime_for(stem);
     let mut args = vec!["run", "-d", "--name", &c.name, "--runtime", &runtime];
     args.extend_from_slice(flags);
     args.extend_from_slice(&[IMAGE, "sleep", "300"]);
@@ -481,6 +496,157 @@ fn daemon_down_refuses_create_and_a_restart_restores_the_proxy() {
         daemon.log().contains("serving on 127.0.0.1:3128"),
         "{}",
         daemon.log()
+    );
+}
+
+/// `printf` format text for `bytes`, every byte as an octal escape (so no
+/// `%` or `\\` is read as a directive).
+fn printf_bytes(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("\\{b:03o}")).collect()
+}
+
+/// A CONNECT request line and headers for `host:port`.
+fn connect_head(host: &str, port: u16) -> Vec<u8> {
+    format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n").into_bytes()
+}
+
+/// A minimal TLS 1.2 ClientHello record whose SNI is `sni`.
+fn client_hello(sni: &str) -> Vec<u8> {
+    let name = sni.as_bytes();
+    let mut sni_ext = Vec::new();
+    let list_len = name.len() + 3;
+    sni_ext.extend_from_slice(&[0, 0]); // server_name
+    sni_ext.extend_from_slice(&((list_len + 2) as u16).to_be_bytes());
+    sni_ext.extend_from_slice(&(list_len as u16).to_be_bytes());
+    sni_ext.push(0); // host_name
+    sni_ext.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    sni_ext.extend_from_slice(name);
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[7; 32]); // random
+    body.push(0); // session id
+    body.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
+    body.extend_from_slice(&[1, 0]); // null compression
+    body.extend_from_slice(&(sni_ext.len() as u16).to_be_bytes());
+    body.extend_from_slice(&sni_ext);
+    let mut handshake = vec![1];
+    handshake.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    handshake.extend_from_slice(&body);
+    let mut record = vec![0x16, 3, 1];
+    record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
+    record.extend_from_slice(&handshake);
+    record
+}
+
+/// Sends `bytes` to the proxy from inside `c`; prints `LABEL:` then the
+/// answer, each line prefixed so the answers of several probes stay apart.
+fn via_proxy(label: &str, bytes: &[u8]) -> String {
+    format!(
+        "printf '{}' | nc -w 3 127.0.0.1 3128 2>&1 | sed 's/^/{label}: /';",
+        printf_bytes(bytes)
+    )
+}
+
+fn answer<'a>(out: &'a docker::Output, label: &str) -> Vec<&'a str> {
+    let prefix = format!("{label}: ");
+    out.stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(str::trim)
+        .collect()
+}
+
+/// The cases the proxy refuses, each with the host the 403 must name.
+fn refusal_cases() -> Vec<(&'static str, Vec<u8>, String)> {
+    let other = format!("other.{ALLOWED}");
+    let mut fronted = connect_head(ALLOWED, 443);
+    fronted.extend_from_slice(&client_hello("evil.example"));
+    vec![
+        ("name", connect_head(&other, PORT), other.clone()),
+        ("port", connect_head(ALLOWED, 8081), ALLOWED.to_string()),
+        ("meta", connect_head(META, PORT), META.to_string()),
+        ("private", connect_head(PRIVATE, PORT), PRIVATE.to_string()),
+        ("sni", fronted, ALLOWED.to_string()),
+    ]
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn refusals_are_403s_that_name_the_host_and_are_logged() {
+    let _serial = serial();
+    let daemon = Daemon::start();
+    let _upstream = Upstream::new();
+    let c = Container::new("egress-refused");
+    start_detached(&c, &[]);
+    // The control: the right SNI on 443 reaches the test host.
+    let mut good = connect_head(ALLOWED, 443);
+    good.extend_from_slice(&client_hello(ALLOWED));
+    let mut script = via_proxy("good", &good);
+    let cases = refusal_cases();
+    for (label, bytes, _) in &cases {
+        script.push_str(&via_proxy(label, bytes));
+    }
+    let out = exec(&c, &script);
+    let log =
+        || std::fs::read_to_string(daemon.dir.path().join("egress.jsonl")).unwrap_or_default();
+    assert!(
+        answer(&out, "good").contains(&"ok"),
+        "control: SNI = CONNECT host must pass: {out}\n{}",
+        log()
+    );
+    for (label, _, host) in &cases {
+        let lines = answer(&out, label);
+        assert!(
+            lines.iter().any(|l| l.contains(" 403 ")),
+            "{label}: no 403: {out}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("vibe-shim") && l.contains(host.as_str())),
+            "{label}: the 403 does not name vibe-shim and {host}: {out}"
+        );
+        assert!(
+            !lines.contains(&"ok"),
+            "{label}: reached the test host: {out}"
+        );
+    }
+    // One JSON line per denial, naming the host.
+    let text = log();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("egress log line is JSON"))
+        .collect();
+    for (label, _, host) in &cases {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["decision"] == "deny" && l["host"] == host.as_str()),
+            "{label}: no deny line for {host}: {text}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn report_mode_allows_and_logs_would_deny() {
+    let _serial = serial();
+    let daemon = Daemon::start();
+    let _upstream = Upstream::new();
+    let c = Container::new("egress-report");
+    start_detached_under(&c, "proxy-report", &[]);
+    let other = format!("other.{ALLOWED}");
+    let out = exec(&c, &via_proxy("name", &connect_head(&other, PORT)));
+    assert!(
+        answer(&out, "name").contains(&"ok"),
+        "report mode refused a name: {out}\n{}",
+        daemon.log()
+    );
+    let text = std::fs::read_to_string(daemon.dir.path().join("egress.jsonl")).unwrap_or_default();
+    assert!(
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .any(|l| l["decision"] == "would-deny" && l["host"] == other.as_str()),
+        "no would-deny line: {text}"
     );
 }
 
