@@ -464,6 +464,16 @@ async fn limits_answer_misbehaving_clients() {
         .unwrap();
     let resp = read_all(&mut s).await;
     assert!(resp.starts_with("HTTP/1.1 408"), "{resp}");
+    // A ClientHello that never completes after the 200: refused in time.
+    let mut s = lab.connect().await;
+    s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    read_n(&mut s, OK_200.len()).await;
+    let hello = build_client_hello(Some("allowed.example"), 16_384);
+    s.write_all(&hello[..hello.len() - 1]).await.unwrap();
+    let resp = read_all(&mut s).await;
+    assert!(resp.contains("TLS ClientHello timeout"), "{resp}");
     // An oversized head gets a 431.
     let big = format!(
         "GET http://allowed.example/ HTTP/1.1\r\nX: {}\r\n\r\n",
@@ -542,5 +552,44 @@ async fn dropping_serve_closes_the_listener_and_its_connections() {
     assert!(
         TcpStream::connect(lab.proxy_addr).await.is_err(),
         "the listener is closed"
+    );
+}
+
+#[tokio::test]
+async fn an_ipv6_listener_and_an_ipv6_upstream() {
+    let lab = lab(&["v6.example"], true, |_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = ProxySettings {
+        log_path: dir.path().join("egress.jsonl"),
+        ..ProxySettings::default()
+    };
+    let resolver = FakeResolver(HashMap::from([(
+        "v6.example".to_string(),
+        vec!["2001:db8:5::5"],
+    )]));
+    let proxy = Proxy::with_net(settings, Arc::new(resolver), lab.dialer.clone()).unwrap();
+    let Ok(listener) = TcpListener::bind("[::1]:0").await else {
+        eprintln!("no IPv6 loopback here; skipped");
+        return;
+    };
+    let addr = listener.local_addr().unwrap();
+    let container = Arc::new(Container {
+        id: "v6".into(),
+        network: NetworkSection {
+            mode: NetworkMode::Proxy,
+            hosts: vec!["v6.example".into()],
+            ..NetworkSection::default()
+        },
+    });
+    tokio::spawn(proxy.serve(listener, container));
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET http://v6.example/ HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    let resp = read_all(&mut s).await;
+    assert_eq!(body_first_line(&resp), "upstream saw: GET / HTTP/1.1");
+    assert_eq!(
+        *lab.dialer.dialled.lock().unwrap(),
+        vec!["[2001:db8:5::5]:80".parse::<SocketAddr>().unwrap()]
     );
 }

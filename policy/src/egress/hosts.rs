@@ -439,4 +439,19 @@ mod tests {
         };
         assert_eq!(validate(&open).unwrap_err().0, "network.enforce");
     }
+
+    #[test]
+    fn the_policy_file_is_checked() {
+        let parse = |t: &str| crate::Policy::from_toml_str(t, std::path::Path::new("t.toml"));
+        let p =
+            parse("[network]\nmode = \"proxy\"\nhosts = [\"*.github.com\", \"pypi.org:443\"]\n")
+                .unwrap();
+        assert_eq!(p.network.ports, vec![80, 443]);
+        assert!(p.network.enforce);
+        let e = parse("[network]\nmode = \"proxy\"\nhosts = [\"203.0.113.5\"]\n").unwrap_err();
+        assert!(e.to_string().contains("network.hosts"), "{e}");
+        assert!(parse("[network]\nmode = \"proxy\"\n").is_err());
+        assert!(parse("[network]\nmode = \"proxy\"\nenforce = false\n").is_ok());
+        assert!(parse("[network]\nhosts = [\"pypi.org\"]\n").is_err());
+    }
 }

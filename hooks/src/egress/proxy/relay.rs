@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use vibe_policy::egress::request::{Body, Chunked};
 
-const BUF: usize = 32 * 1024;
+const BUF: usize = 64 * 1024;
 
 /// How much of the client's stream goes upstream.
 #[derive(Debug)]
