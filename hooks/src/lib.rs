@@ -81,11 +81,19 @@ pub enum HookError {
          (expected comment \"{expected}\"); refusing to start"
     )]
     TableForeign { expected: String },
+    /// Mode "proxy": the egress daemon did not take (or does not hold) the
+    /// container.
+    #[error("egress proxy: {0}")]
+    Egress(#[from] egress::control::ControlError),
 }
+
+/// The hook's option naming runc's `--root` (the egress daemon keys
+/// containers by root and id; the OCI state has no root).
+pub const HOOK_RUNC_ROOT_FLAG: &str = "--runc-root";
 
 /// The OCI hook object the policy appends to `hooks.createRuntime`. The
 /// marker is always the last argument so stale entries can be recognised.
-pub fn hook_entry(shim_exe: &Path, config: &Path) -> serde_json::Value {
+pub fn hook_entry(shim_exe: &Path, config: &Path, runc_root: &Path) -> serde_json::Value {
     let path = std::env::var("PATH")
         .ok()
         .filter(|p| !p.is_empty())
@@ -98,6 +106,8 @@ pub fn hook_entry(shim_exe: &Path, config: &Path) -> serde_json::Value {
             config.to_string_lossy(),
             "hook",
             "network",
+            HOOK_RUNC_ROOT_FLAG,
+            runc_root.to_string_lossy(),
             NETWORK_HOOK_MARKER,
         ],
         "env": [format!("PATH={path}")],
@@ -118,6 +128,43 @@ pub fn run_network_hook(state_json: &[u8], net: &NetworkSection) -> Result<(), H
 enum Phase {
     Create,
     Start,
+}
+
+/// Mode "proxy", after [`run_network_hook`] installed the loopback-only
+/// wall: registers the container with the egress daemon at
+/// `net.egress_socket`, handing it the container's network namespace, so
+/// the proxy listens on the container's own loopback. Any failure fails the
+/// hook, and so the create. Other modes: nothing to do.
+pub fn register_egress(
+    state_json: &[u8],
+    net: &NetworkSection,
+    runc_root: &Path,
+) -> Result<(), HookError> {
+    if net.mode != NetworkMode::Proxy {
+        return Ok(());
+    }
+    let state = ContainerState::parse(state_json)?;
+    let netns = open_container_netns(state.pid)?;
+    egress::daemon::register(
+        &net.egress_socket,
+        runc_root,
+        &state.id,
+        state.pid,
+        net,
+        &netns,
+    )?;
+    Ok(())
+}
+
+/// Mode "proxy", before `runc start`: the egress daemon must still serve
+/// the container (it may have been restarted and not re-adopted it);
+/// otherwise the start is refused. Other modes: nothing to do.
+pub fn check_egress(net: &NetworkSection, runc_root: &Path, id: &str) -> Result<(), HookError> {
+    if net.mode != NetworkMode::Proxy {
+        return Ok(());
+    }
+    egress::daemon::status(&net.egress_socket, runc_root, id)?;
+    Ok(())
 }
 
 /// Called by the shim before `runc start`: the table must still be ours;
@@ -373,7 +420,11 @@ mod tests {
 
     #[test]
     fn hook_entry_shape() {
-        let entry = hook_entry(Path::new("/usr/bin/vibe-shim"), Path::new("/etc/v/c.toml"));
+        let entry = hook_entry(
+            Path::new("/usr/bin/vibe-shim"),
+            Path::new("/etc/v/c.toml"),
+            Path::new("/run/runc"),
+        );
         assert_eq!(entry["path"], "/usr/bin/vibe-shim");
         assert_eq!(
             entry["args"],
@@ -383,6 +434,8 @@ mod tests {
                 "/etc/v/c.toml",
                 "hook",
                 "network",
+                "--runc-root",
+                "/run/runc",
                 NETWORK_HOOK_MARKER
             ])
         );

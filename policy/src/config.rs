@@ -17,6 +17,9 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/vibe-shim/config.toml";
 /// Where audit lines go unless `[audit] path` says otherwise.
 pub const DEFAULT_AUDIT_PATH: &str = "/var/log/vibe-shim/audit.jsonl";
+/// The egress daemon's control socket unless `[network] egress_socket` says
+/// otherwise (issue 12).
+pub const DEFAULT_EGRESS_SOCKET: &str = "/run/vibe-shim/egress.sock";
 
 /// Capabilities that would let a container undo the policy (network rules,
 /// mounts, kernel modules). They cannot be granted by any config.
@@ -441,6 +444,10 @@ pub struct NetworkSection {
     /// mode "proxy": false is report mode (allow, but log what would be
     /// denied).
     pub enforce: bool,
+    /// mode "proxy": the control socket of `vibe-shim egress` that the hook
+    /// registers containers with. A relative path is relative to the policy
+    /// file's directory (the shim resolves it on load).
+    pub egress_socket: PathBuf,
 }
 
 impl Default for NetworkSection {
@@ -455,6 +462,7 @@ impl Default for NetworkSection {
             hosts: Vec::new(),
             ports: vec![80, 443],
             enforce: true,
+            egress_socket: PathBuf::from(DEFAULT_EGRESS_SOCKET),
         }
     }
 }

@@ -67,6 +67,7 @@ pub const PROCESS_RULES: &[ProcessRule] = &[
     rules::no_new_privileges::apply,
     rules::user::apply,
     rules::env::apply,
+    rules::proxy_env::apply,
     rules::home::apply_process,
     rules::rlimits::apply,
     rules::oom::apply,

@@ -56,6 +56,7 @@ fn run() -> i32 {
         "install" | "uninstall" => {
             return verbs::install::run(&verb, std::env::args_os().next().as_ref(), inv.verb_args())
         }
+        "egress" => return verbs::egress::run(&inv),
         _ => {}
     }
     if let Err(e) = runtime::check_not_reentered(std::env::var_os(runtime::ACTIVE_ENV).as_deref()) {
@@ -67,7 +68,7 @@ fn run() -> i32 {
     match check_argv(&inv, &verb) {
         Ok(Route::PassThrough) => {
             if verb == "delete" && !inv.no_action {
-                verbs::delete::cleanup(inv.root.as_deref(), inv.verb_args());
+                verbs::delete::cleanup(inv.root.as_deref(), inv.verb_args(), &config_path);
             }
             pass_through(&inv, &config_path)
         }

@@ -50,6 +50,7 @@ pub(crate) fn load_with_owner(
     owner: u32,
 ) -> Result<(Policy, Vec<Origin>), PolicyFileError> {
     let (mut policy, origins) = load_merged(path, owner)?;
+    policy.network.egress_socket = resolve(path, &policy.network.egress_socket);
     if let Some(profile) = policy.seccomp.profile.clone() {
         let profile = resolve(path, &profile);
         let fail = |message: String| PolicyFileError::Profile {
@@ -158,12 +159,23 @@ fn trusted(meta: &std::fs::Metadata, owner: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// A relative profile path is relative to the policy file's directory.
+/// A relative path (seccomp profile, egress socket) is relative to the
+/// policy file's directory.
 fn resolve(config: &Path, profile: &Path) -> PathBuf {
     match config.parent() {
         Some(dir) if profile.is_relative() => dir.join(profile),
         _ => profile.to_path_buf(),
     }
+}
+
+/// For `delete`: only `[network] egress_socket` (resolved as [`load`]
+/// does), the default when the file is missing or invalid.
+pub fn egress_socket_only(path: &Path) -> PathBuf {
+    let socket = load_merged(path, TRUSTED_UID)
+        .ok()
+        .map(|(policy, _)| policy.network.egress_socket)
+        .unwrap_or_else(|| PathBuf::from(vibe_policy::config::DEFAULT_EGRESS_SOCKET));
+    resolve(path, &socket)
 }
 
 /// For pass-through verbs: only `[runtime] path`, and `None` if the file is

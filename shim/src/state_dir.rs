@@ -44,13 +44,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateDirError + '_ {
 /// runc's own id rule (`^[\w+\-\.]+$`, not `.` or `..`): anything else would
 /// be refused by runc anyway, and could escape the directory.
 pub fn check_id(id: &str) -> Result<(), StateDirError> {
-    let ok = !id.is_empty()
-        && id != "."
-        && id != ".."
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.'));
-    if ok {
+    if vibe_hooks::egress::records::valid_id(id) {
         Ok(())
     } else {
         Err(StateDirError::BadId(id.to_string()))
@@ -81,18 +75,10 @@ pub fn runc_root(root: Option<&OsStr>) -> PathBuf {
     clean
 }
 
-/// One path component naming a runc root: every byte outside `[A-Za-z0-9._-]`
-/// as `%XX`, so distinct roots never share a directory.
+/// One path component naming a runc root (shared with the egress daemon's
+/// records, so both name a root alike).
 fn escape_root(root: &Path) -> String {
-    let mut out = String::new();
-    for &b in root.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    vibe_hooks::egress::records::escape_root(root)
 }
 
 /// The container's directory under `base` (without creating it).

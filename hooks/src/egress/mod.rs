@@ -5,4 +5,9 @@
 //! - the daemon side (control socket, netns listeners, sweep, re-adoption)
 //!   lives beside it.
 
+pub mod control;
+pub mod daemon;
+pub mod hostnets;
+pub mod netns;
 pub mod proxy;
+pub mod records;

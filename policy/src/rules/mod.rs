@@ -19,6 +19,7 @@ pub mod oom;
 pub mod pids;
 pub mod proc_fd;
 pub mod propagation;
+pub mod proxy_env;
 pub mod readonly_root;
 pub mod resources;
 pub mod rlimits;

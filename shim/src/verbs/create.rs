@@ -75,13 +75,13 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
         Err(e) => return Outcome::refused(container_id, e.denial("config.json", &spec_path)),
     };
     anchor_relative_paths(&mut spec, &bundle);
-    let hook = match network_hook(&ctx.config_path) {
+    let runc_root = state_dir::runc_root(ctx.root.as_deref());
+    let hook = match network_hook(&ctx.config_path, &runc_root) {
         Ok(hook) => hook,
         Err(e) => {
             return Outcome::refused(container_id, e.denial("hooks", Path::new("/proc/self/exe")))
         }
     };
-    let runc_root = state_dir::runc_root(ctx.root.as_deref());
     let create = CreateContext {
         container_id: container_id.clone(),
         network_hook: Some(hook),
@@ -228,12 +228,13 @@ fn with_bundle(args: &[OsString], items: &[Item], dir: &Path) -> Vec<OsString> {
     edits.apply(args)
 }
 
-/// The createRuntime hook entry: vibe-shim itself, with the same policy file.
-fn network_hook(config: &Path) -> Result<Value, CreateError> {
+/// The createRuntime hook entry: vibe-shim itself, with the same policy file
+/// and runc's root (the egress daemon's key, with the id).
+fn network_hook(config: &Path, runc_root: &Path) -> Result<Value, CreateError> {
     let exe = std::fs::canonicalize("/proc/self/exe").map_err(CreateError::OwnExe)?;
     // The hook runs with runc's cwd (the bundle): give it an absolute path.
     let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
-    Ok(vibe_hooks::hook_entry(&exe, &config))
+    Ok(vibe_hooks::hook_entry(&exe, &config, runc_root))
 }
 
 /// Replaces `path` with `doc`: a temp file in the same directory (same

@@ -20,7 +20,7 @@ const DELETE_FLAGS: &[FlagDef] = &[FlagDef {
 /// Removes the container's private directory when runc's delete will
 /// remove the container. Errors are reported but never stop the delete: a
 /// leftover directory is removed by the next create with the same id.
-pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString]) {
+pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString], config: &Path) {
     let items = scan_verb(args, DELETE_FLAGS, false);
     let Some(id) = first_positional(&items).and_then(|id| id.to_str()) else {
         return;
@@ -41,12 +41,25 @@ pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString]) {
     if let Err(e) = vibe_hooks::remove_host_rules(id) {
         eprintln!("vibe-shim: delete: network: {e}");
     }
+    unregister_egress(config, &root, id);
     if let Err(e) = state_dir::remove(&dir) {
         eprintln!("vibe-shim: delete: {e}");
     }
     // The per-root level goes with its last container (ENOTEMPTY otherwise).
     if let Some(parent) = dir.parent() {
         let _ = std::fs::remove_dir(parent);
+    }
+}
+
+/// Mode "proxy": the egress daemon stops serving the container (closing
+/// its listeners, which pin the namespace). Best effort and quiet when no
+/// daemon listens: its sweep drops containers whose process is gone.
+fn unregister_egress(config: &Path, root: &Path, id: &str) {
+    use vibe_hooks::egress::control::ControlError;
+    let socket = crate::policy_file::egress_socket_only(config);
+    match vibe_hooks::egress::daemon::unregister(&socket, root, id) {
+        Ok(()) | Err(ControlError::Connect { .. }) => {}
+        Err(e) => eprintln!("vibe-shim: delete: {e}"),
     }
 }
 
@@ -74,12 +87,8 @@ fn is_running(root: &Path, id: &str) -> bool {
     process_start(pid) == Some(start)
 }
 
-/// Field 22 of `/proc/<pid>/stat` (the start time), read after the last `)`
-/// since the command name may hold spaces.
 fn process_start(pid: i64) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
+    vibe_hooks::egress::records::process_start(pid)
 }
 
 #[cfg(test)]

@@ -49,14 +49,43 @@ pub fn run(
         return Ok(super::tmpfs_hook::run(&rest)?);
     }
     let policy = policy_file::load(config)?;
-    vibe_hooks::run_network_hook(&state, &policy.network)
-        .map_err(|e| HookVerbError::Network(Box::new(e)))?;
+    let network = |e| HookVerbError::Network(Box::new(e));
+    vibe_hooks::run_network_hook(&state, &policy.network).map_err(network)?;
+    // Mode "proxy": the wall is up; now the proxy's listeners.
+    let runc_root = crate::state_dir::runc_root(runc_root_arg(args));
+    vibe_hooks::register_egress(&state, &policy.network, &runc_root).map_err(network)?;
     Ok(())
+}
+
+/// `--runc-root R` among the hook's arguments (our own hook entry puts it
+/// there); runc's default root when absent.
+fn runc_root_arg(args: &[std::ffi::OsString]) -> Option<&std::ffi::OsStr> {
+    args.windows(2)
+        .find(|pair| pair[0] == vibe_hooks::HOOK_RUNC_ROOT_FLAG)
+        .map(|pair| pair[1].as_os_str())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runc_root_comes_from_the_hook_args() {
+        let args: Vec<std::ffi::OsString> = [
+            "network",
+            "--runc-root",
+            "/run/docker/runtime-runc/moby",
+            "marker",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        assert_eq!(
+            runc_root_arg(&args),
+            Some(std::ffi::OsStr::new("/run/docker/runtime-runc/moby"))
+        );
+        assert_eq!(runc_root_arg(&args[..1]), None);
+    }
 
     #[test]
     fn unknown_hook_and_bad_config_are_errors() {

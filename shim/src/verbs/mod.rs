@@ -3,6 +3,7 @@
 
 pub mod create;
 pub mod delete;
+pub mod egress;
 pub mod exec;
 pub mod hook;
 pub mod install;

@@ -45,7 +45,10 @@ pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
             )
         }
     };
-    let result = match vibe_hooks::check_before_start(&container_id, pid, &ctx.policy.network) {
+    let runc_root = crate::state_dir::runc_root(ctx.root.as_deref());
+    let checked = vibe_hooks::check_before_start(&container_id, pid, &ctx.policy.network)
+        .and_then(|()| vibe_hooks::check_egress(&ctx.policy.network, &runc_root, &container_id));
+    let result = match checked {
         Ok(()) => Ok((args.to_vec(), Vec::new())),
         Err(e) => Err(super::refusal(Denial::new(
             "network",

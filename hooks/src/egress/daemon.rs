@@ -1,0 +1,520 @@
+//! `vibe-shim egress`: the daemon's plumbing. It listens on a root-only
+//! control socket; each registration brings a container's network namespace
+//! (an fd), in which a short-lived thread binds the proxy's loopback
+//! listeners; tokio then runs [`Proxy::serve`] on them until the container is
+//! unregistered, found dead by the sweep, or the daemon exits. Records under
+//! the records directory let a restarted daemon serve running containers
+//! again.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
+use vibe_policy::config::{NetworkMode, NetworkSection};
+use vibe_policy::rules::proxy_env::PROXY_PORT;
+
+use super::control::{self, Reply, Request};
+use super::netns;
+use super::proxy::{Container, Proxy, ProxyError, ProxySettings};
+use super::records::{self, Record};
+
+pub use super::proxy::DEFAULT_LOG_PATH;
+/// Seconds between two sweeps unless told otherwise.
+pub const DEFAULT_SWEEP_SECS: u64 = 10;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("control socket {path}: {reason}")]
+    Socket { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
+    #[error("control socket: accept: {0}")]
+    Accept(std::io::Error),
+    #[error("cannot read the host's addresses: {0}")]
+    HostNets(crate::routes::RouteError),
+}
+
+/// How the daemon was started.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub socket: PathBuf,
+    pub log_path: PathBuf,
+    pub records: PathBuf,
+    pub sweep: Duration,
+}
+
+/// Runs the daemon in the foreground until killed.
+pub fn run(options: Options) -> Result<(), DaemonError> {
+    // Before the runtime: the netlink read runs one of its own.
+    let deny_nets = super::hostnets::host_deny_nets().map_err(DaemonError::HostNets)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("vibe-egress")
+        .build()
+        .map_err(DaemonError::Runtime)?;
+    runtime.block_on(serve(options, deny_nets))
+}
+
+fn log(message: impl std::fmt::Display) {
+    eprintln!("vibe-shim egress: {message}");
+}
+
+/// A container by runc root and id: two engines may reuse an id.
+type Key = (PathBuf, String);
+
+/// The proxy's listeners in one network namespace; dropping the last
+/// reference stops them.
+struct Listening {
+    /// (device, inode) of the namespace: pinned while the listeners live,
+    /// so no other namespace can reuse the inode meanwhile.
+    ns: (u64, u64),
+    network: NetworkSection,
+    addrs: Vec<String>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        // Cancelling the task drops the serve future: the listener and every
+        // connection it accepted close, and the namespace is no longer pinned.
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// A registered container. Containers sharing a namespace (a pod, or
+/// `--network container:<id>`) share its listeners: the port can be bound
+/// only once there.
+struct Served {
+    pid: i32,
+    start_time: u64,
+    listening: Arc<Listening>,
+}
+
+struct Daemon {
+    proxy: Arc<Proxy>,
+    records: PathBuf,
+    handle: Handle,
+    served: Mutex<HashMap<Key, Served>>,
+}
+
+async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), DaemonError> {
+    let listener = bind_control(&options.socket)?;
+    log(format_args!(
+        "refusing the host's addresses and bridge subnets: {}",
+        deny_nets
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    let proxy = Proxy::new(ProxySettings {
+        log_path: options.log_path.clone(),
+        deny_nets,
+        ..ProxySettings::default()
+    })?;
+    let daemon = Arc::new(Daemon {
+        proxy,
+        records: options.records.clone(),
+        handle: Handle::current(),
+        served: Mutex::new(HashMap::new()),
+    });
+    log(format_args!(
+        "control socket {}, records {}, log {}, sweep every {:?}",
+        options.socket.display(),
+        options.records.display(),
+        options.log_path.display(),
+        options.sweep
+    ));
+    // Re-adopt before taking requests, so a status sees the adopted ones.
+    let first = daemon.clone();
+    let _ = tokio::task::spawn_blocking(move || first.sweep()).await;
+    let sweeper = daemon.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(options.sweep).await;
+            let daemon = sweeper.clone();
+            let _ = tokio::task::spawn_blocking(move || daemon.sweep()).await;
+        }
+    });
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // EMFILE and friends: say so, breathe, go on.
+                log(DaemonError::Accept(e));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let root = stream.peer_cred().map(|c| c.uid() == 0).unwrap_or(false);
+        let Ok(stream) = stream.into_std() else {
+            continue;
+        };
+        let daemon = daemon.clone();
+        tokio::task::spawn_blocking(move || daemon.connection(stream, root));
+    }
+}
+
+/// The control socket: its directory root-only (made 0700 when missing),
+/// the socket 0600, a stale socket replaced, a live one left alone.
+fn bind_control(path: &Path) -> Result<tokio::net::UnixListener, DaemonError> {
+    let fail = |reason: String| DaemonError::Socket {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .ok_or_else(|| fail("needs a directory".into()))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| fail(e.to_string()))?;
+    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
+        return Err(fail(format!(
+            "{} must be a directory of ours with mode 0700",
+            dir.display()
+        )));
+    }
+    if std::fs::symlink_metadata(path).is_ok() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(fail("another daemon is listening there".into()));
+        }
+        std::fs::remove_file(path)
+            .map_err(|e| fail(format!("cannot remove the stale one: {e}")))?;
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(|e| fail(e.to_string()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(listener)
+}
+
+impl Daemon {
+    fn served(&self) -> MutexGuard<'_, HashMap<Key, Served>> {
+        self.served.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One control connection: one request, one reply.
+    fn connection(&self, mut stream: std::os::unix::net::UnixStream, root: bool) {
+        let reply = if root {
+            self.request(&stream)
+        } else {
+            Reply::refused("the egress control socket is root's only")
+        };
+        if let Err(e) = control::send_reply(&mut stream, &reply) {
+            log(format_args!("reply: {e}"));
+        }
+    }
+
+    fn request(&self, stream: &std::os::unix::net::UnixStream) -> Reply {
+        let setup = stream
+            .set_nonblocking(false)
+            .and_then(|()| stream.set_read_timeout(Some(control::TIMEOUT)))
+            .and_then(|()| stream.set_write_timeout(Some(control::TIMEOUT)));
+        if let Err(e) = setup {
+            return Reply::refused(e.to_string());
+        }
+        let (line, mut fds) = match control::receive_request(stream) {
+            Ok(got) => got,
+            Err(e) => return Reply::refused(format!("cannot read the request: {e}")),
+        };
+        let request: Request = match serde_json::from_slice(&line) {
+            Ok(request) => request,
+            Err(e) => return Reply::refused(format!("bad request: {e}")),
+        };
+        match request {
+            Request::Register {
+                id,
+                runc_root,
+                network,
+                pid,
+                start_time,
+            } => {
+                if fds.len() != 1 {
+                    return Reply::refused(format!(
+                        "a registration carries exactly one network namespace fd ({} given)",
+                        fds.len()
+                    ));
+                }
+                let netns = File::from(fds.remove(0));
+                let record = Record {
+                    id,
+                    runc_root,
+                    pid,
+                    start_time,
+                    network,
+                };
+                match self.register(record, netns) {
+                    Ok(listeners) => Reply {
+                        listeners,
+                        ..Reply::ok()
+                    },
+                    Err(reason) => Reply::refused(reason),
+                }
+            }
+            Request::Unregister { id, runc_root } => {
+                self.unregister(&(runc_root, id), "unregistered");
+                Reply::ok()
+            }
+            Request::Status {
+                id: Some(id),
+                runc_root: Some(runc_root),
+            } => match self.served().get(&(runc_root, id)) {
+                Some(served) => Reply {
+                    listeners: served.listening.addrs.clone(),
+                    ..Reply::ok()
+                },
+                None => Reply::refused("the container is not registered with the egress daemon"),
+            },
+            Request::Status { .. } => Reply {
+                containers: Some(self.served().len()),
+                ..Reply::ok()
+            },
+        }
+    }
+
+    /// Checks a registration, binds the listeners in `netns`, writes the
+    /// record, and serves. Returns the listening addresses or why not.
+    fn register(&self, record: Record, netns: File) -> Result<Vec<String>, String> {
+        if !records::valid_id(&record.id) {
+            return Err(format!("invalid container id {:?}", record.id));
+        }
+        if !record.runc_root.is_absolute() {
+            return Err(format!(
+                "runc root {} is not absolute",
+                record.runc_root.display()
+            ));
+        }
+        if record.network.mode != NetworkMode::Proxy {
+            return Err("the container's policy is not [network] mode \"proxy\"".into());
+        }
+        if !records::same_process(record.pid, record.start_time) {
+            return Err(format!(
+                "process {} is gone or is not the one registered (start time {})",
+                record.pid, record.start_time
+            ));
+        }
+        // The fd must be that process's namespace: the record (and a later
+        // re-adoption) names the namespace by the pid.
+        let of_pid = File::open(format!("/proc/{}/ns/net", record.pid))
+            .and_then(|f| f.metadata())
+            .map(|m| (m.dev(), m.ino()))
+            .map_err(|e| format!("cannot read process {}'s namespace: {e}", record.pid))?;
+        if netns::ns_id(&netns).map_err(|e| e.to_string())? != of_pid {
+            return Err(format!(
+                "the fd is not process {}'s network namespace",
+                record.pid
+            ));
+        }
+        let key = (record.runc_root.clone(), record.id.clone());
+        if let Some(served) = self.served().get(&key) {
+            if (served.pid, served.start_time) == (record.pid, record.start_time) {
+                return Ok(served.listening.addrs.clone());
+            }
+        }
+        // Same key, another process: the old container is gone.
+        self.unregister(&key, "replaced");
+        records::write(&self.records, &record)
+            .map_err(|e| format!("cannot write the record: {e}"))?;
+        self.serve(record, netns).inspect_err(|_| {
+            records::remove(&self.records, &key.0, &key.1);
+        })
+    }
+
+    /// Serves a checked record: the listeners already in its namespace, or
+    /// new ones bound there.
+    fn serve(&self, record: Record, netns: File) -> Result<Vec<String>, String> {
+        let ns = netns::ns_id(&netns).map_err(|e| e.to_string())?;
+        let shared = self
+            .served()
+            .values()
+            .find(|s| s.listening.ns == ns)
+            .map(|s| s.listening.clone());
+        let listening = match shared {
+            Some(listening) if listening.network == record.network => listening,
+            Some(_) => {
+                return Err(
+                    "its network namespace is already served under another [network] policy".into(),
+                )
+            }
+            None => Arc::new(self.listen(&record, netns, ns)?),
+        };
+        let addrs = listening.addrs.clone();
+        log(format_args!(
+            "{} (root {}, pid {}): serving on {}",
+            record.id,
+            record.runc_root.display(),
+            record.pid,
+            addrs.join(" ")
+        ));
+        let served = Served {
+            pid: record.pid,
+            start_time: record.start_time,
+            listening,
+        };
+        self.served().insert((record.runc_root, record.id), served);
+        Ok(addrs)
+    }
+
+    /// Binds the listeners in `netns` and spawns the proxy on them.
+    fn listen(&self, record: &Record, netns: File, ns: (u64, u64)) -> Result<Listening, String> {
+        let bound = netns::bind_loopback(netns, PROXY_PORT).map_err(|e| e.to_string())?;
+        for note in &bound.notes {
+            log(format_args!("{}: {note}", record.id));
+        }
+        let container = Arc::new(Container {
+            id: record.id.clone(),
+            network: record.network.clone(),
+        });
+        let _entered = self.handle.enter();
+        let mut listening = Listening {
+            ns,
+            network: record.network.clone(),
+            addrs: Vec::new(),
+            tasks: Vec::new(),
+        };
+        for std_listener in bound.listeners {
+            let addr = std_listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            // On failure, dropping `listening` stops what was spawned.
+            let listener = tokio::net::TcpListener::from_std(std_listener)
+                .map_err(|e| format!("cannot hand {addr} to the runtime: {e}"))?;
+            listening.addrs.push(addr);
+            listening.tasks.push(
+                self.handle
+                    .spawn(self.proxy.clone().serve(listener, container.clone())),
+            );
+        }
+        Ok(listening)
+    }
+
+    fn unregister(&self, key: &Key, why: &str) {
+        let removed = self.served().remove(key);
+        records::remove(&self.records, &key.0, &key.1);
+        if removed.is_some() {
+            log(format_args!("{} (root {}): {why}", key.1, key.0.display()));
+        }
+    }
+
+    /// Drops containers whose process is gone (or whose pid now names
+    /// another process), and serves every record not served yet whose
+    /// process is still the recorded one; other records go.
+    fn sweep(&self) {
+        let dead: Vec<Key> = self
+            .served()
+            .iter()
+            .filter(|(_, s)| !records::same_process(s.pid, s.start_time))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in dead {
+            self.unregister(&key, "process gone: dropped");
+        }
+        for (path, parsed) in records::list(&self.records) {
+            let record = match parsed {
+                Ok(record) => record,
+                Err(e) => {
+                    log(format_args!("dropping unreadable record: {e}"));
+                    let _ = std::fs::remove_file(&path);
+                    continue;
+                }
+            };
+            let key = (record.runc_root.clone(), record.id.clone());
+            // A record filed under another name than its content says.
+            if records::path(&self.records, &key.0, &key.1).ok().as_ref() != Some(&path) {
+                log(format_args!("dropping misplaced record {}", path.display()));
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if self.served().contains_key(&key) {
+                continue;
+            }
+            if !records::same_process(record.pid, record.start_time) {
+                log(format_args!(
+                    "{} (root {}): process {} gone: record dropped",
+                    record.id,
+                    record.runc_root.display(),
+                    record.pid
+                ));
+                records::remove(&self.records, &key.0, &key.1);
+                continue;
+            }
+            if let Err(e) = self.adopt(record) {
+                // Kept: the next sweep tries again (e.g. the port was busy).
+                log(format_args!(
+                    "{} (root {}): cannot re-adopt: {e}",
+                    key.1,
+                    key.0.display()
+                ));
+            }
+        }
+    }
+
+    fn adopt(&self, record: Record) -> Result<(), String> {
+        let path = format!("/proc/{}/ns/net", record.pid);
+        let netns = File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+        // Opened, then checked: the namespace is that of the recorded process.
+        if !records::same_process(record.pid, record.start_time) {
+            return Err("process gone".into());
+        }
+        self.serve(record, netns).map(|_| ())
+    }
+}
+
+/// Registers container `id` (under runc root `runc_root`, init `pid`) with
+/// the daemon at `socket`, passing its network namespace: the hook's side.
+pub fn register(
+    socket: &Path,
+    runc_root: &Path,
+    id: &str,
+    pid: i32,
+    network: &NetworkSection,
+    netns: &File,
+) -> Result<Vec<String>, control::ControlError> {
+    use std::os::fd::AsFd;
+    let start_time = records::process_start(i64::from(pid)).ok_or_else(|| {
+        control::ControlError::Request(format!("cannot read process {pid}'s start time"))
+    })?;
+    let request = Request::Register {
+        id: id.to_string(),
+        runc_root: runc_root.to_path_buf(),
+        network: network.clone(),
+        pid,
+        start_time,
+    };
+    control::call(socket, &request, Some(netns.as_fd())).map(|reply| reply.listeners)
+}
+
+/// Whether the daemon at `socket` serves container `id`: its listeners.
+pub fn status(
+    socket: &Path,
+    runc_root: &Path,
+    id: &str,
+) -> Result<Vec<String>, control::ControlError> {
+    let request = Request::Status {
+        id: Some(id.to_string()),
+        runc_root: Some(runc_root.to_path_buf()),
+    };
+    control::call(socket, &request, None).map(|reply| reply.listeners)
+}
+
+/// Tells the daemon at `socket` to stop serving container `id`.
+pub fn unregister(socket: &Path, runc_root: &Path, id: &str) -> Result<(), control::ControlError> {
+    let request = Request::Unregister {
+        id: id.to_string(),
+        runc_root: runc_root.to_path_buf(),
+    };
+    control::call(socket, &request, None).map(|_| ())
+}

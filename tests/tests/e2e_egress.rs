@@ -1,0 +1,790 @@
+//! Issue 12 end to end: mode "proxy" through the private dockerd
+//! (`runtime_for("proxy")`, tests/policies/proxy.toml) and raw runc bundles,
+//! against a `vibe-shim egress` daemon this suite starts itself on the
+//! socket that policy names (inside the work tree's target/, so no system
+//! daemon and no other work tree is involved). Containers are judged from
+//! inside with busybox `nc`; the daemon by its own fds and records.
+//!
+//! The upstream test host lives in a namespace of ours behind a veth from
+//! the host on a documentation range (198.51.100.128/27, one /30 per work
+//! tree); its names are mapped in the host's /etc/hosts by a marked block
+//! that is removed on drop, even when a test fails.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use vibe_shim_tests::bundle::Bundle;
+use vibe_shim_tests::docker::{self, Container, IMAGE};
+use vibe_shim_tests::netns::{must, run, Netns};
+
+const ALLOWED: &str = "allowed.egress.vibe-test";
+const PORT: u16 = 8080;
+/// Allowed by the policy's wildcard, but mapped to a metadata / private
+/// address in /etc/hosts.
+const META: &str = "meta.wild.egress.vibe-test";
+const PRIVATE: &str = "private.wild.egress.vibe-test";
+
+/// One daemon (one socket) per work tree: the tests here take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// This work tree's slot (0..8): keeps the addresses and names of work
+/// trees that run this suite at the same time apart.
+fn slot() -> u8 {
+    let repo = docker::env().repo.to_string_lossy().into_owned();
+    let hash = repo.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash % 8) as u8
+}
+
+/// The proxy policy's socket, resolved as the shim resolves it.
+fn socket_path() -> PathBuf {
+    let path = docker::env().policy_path("proxy");
+    let text = std::fs::read_to_string(&path).expect("tests/policies/proxy.toml");
+    let policy = vibe_policy::Policy::from_toml_str(&text, &path).expect("proxy.toml parses");
+    path.parent()
+        .expect("policy dir")
+        .join(policy.network.egress_socket)
+}
+
+// ---------------------------------------------------------------------------
+// The daemon
+
+struct Daemon {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("vibe-egress-")
+            .tempdir()
+            .expect("temp dir");
+        let mut daemon = Daemon {
+            child: None,
+            dir,
+            socket: socket_path(),
+        };
+        daemon.spawn();
+        daemon
+    }
+
+    fn records(&self) -> PathBuf {
+        self.dir.path().join("records")
+    }
+
+    fn spawn(&mut self) {
+        let policy = docker::env().policy_path("proxy");
+        let log = std::fs::File::create(self.dir.path().join("daemon.log")).expect("daemon log");
+        let child = Command::new(&docker::env().shim_bin)
+            .arg("egress")
+            .arg("--config")
+            .arg(&policy)
+            .arg("--log")
+            .arg(self.dir.path().join("egress.jsonl"))
+            .arg("--records")
+            .arg(self.records())
+            .args(["--sweep-secs", "1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn vibe-shim egress");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("egress daemon never listened: {}", self.log());
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("daemon running").id()
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// Open fds of the daemon.
+    fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .expect("daemon fds")
+            .count()
+    }
+
+    /// The network namespaces the daemon's threads are in.
+    fn thread_namespaces(&self) -> BTreeSet<u64> {
+        std::fs::read_dir(format!("/proc/{}/task", self.pid()))
+            .expect("daemon tasks")
+            .flatten()
+            .filter_map(|t| std::fs::metadata(t.path().join("ns/net")).ok())
+            .map(|m| m.ino())
+            .collect()
+    }
+
+    /// Record files left under the records directory.
+    fn record_files(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for dir in std::fs::read_dir(self.records())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for file in std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                found.push(file.path());
+            }
+        }
+        found
+    }
+
+    /// The number of containers the daemon serves, from `{"op":"status"}`.
+    fn served(&self) -> usize {
+        use std::io::{BufRead, Write};
+        let mut stream =
+            std::os::unix::net::UnixStream::connect(&self.socket).expect("connect to the daemon");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        stream.write_all(b"{\"op\":\"status\"}\n").expect("status");
+        let mut line = String::new();
+        std::io::BufReader::new(stream)
+            .read_line(&mut line)
+            .expect("reply");
+        let reply: serde_json::Value = serde_json::from_str(&line).expect("reply is JSON");
+        reply["containers"].as_u64().expect("a count") as usize
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The upstream test host and its names
+
+struct Upstream {
+    _ns: Netns,
+    ip: String,
+    _hosts: HostsBlock,
+}
+
+impl Upstream {
+    fn new() -> Upstream {
+        let slot = slot();
+        let base = 128 + 4 * u32::from(slot);
+        let (host_ip, ip) = (
+            format!("198.51.100.{}", base + 1),
+            format!("198.51.100.{}", base + 2),
+        );
+        let host_if = format!("vethegr{slot}");
+        let mut ns = Netns::new(&format!("vsEgr{slot}"));
+        let _ = run(&["ip", "link", "del", &host_if]);
+        must(&[
+            "ip", "link", "add", &host_if, "type", "veth", "peer", "name", "eth0", "netns",
+            &ns.name,
+        ]);
+        must(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{host_ip}/30"),
+            "dev",
+            &host_if,
+        ]);
+        must(&["ip", "link", "set", &host_if, "up"]);
+        ns.ip(&["addr", "add", &format!("{ip}/30"), "dev", "eth0"]);
+        ns.ip(&["link", "set", "eth0", "up"]);
+        ns.tcp_server(PORT);
+        ns.tcp_server(8081);
+        ns.tcp_server(443);
+        let hosts = HostsBlock::add(&[
+            (ALLOWED, &ip),
+            (&format!("other.{ALLOWED}"), &ip),
+            (META, "169.254.169.254"),
+            (PRIVATE, "10.213.7.5"),
+        ]);
+        Upstream {
+            _ns: ns,
+            ip,
+            _hosts: hosts,
+        }
+    }
+}
+
+/// Lines in the host's /etc/hosts between two markers of ours.
+struct HostsBlock {
+    begin: String,
+    end: String,
+}
+
+const HOSTS: &str = "/etc/hosts";
+
+impl HostsBlock {
+    fn add(names: &[(&str, &str)]) -> HostsBlock {
+        let tag = format!("vibe-shim e2e_egress {}", slot());
+        let block = HostsBlock {
+            begin: format!("# {tag} begin"),
+            end: format!("# {tag} end"),
+        };
+        block.remove();
+        let mut text = std::fs::read_to_string(HOSTS).expect("read /etc/hosts");
+        if !text.ends_with('\n') && !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&block.begin);
+        text.push('\n');
+        for (name, ip) in names {
+            text.push_str(&format!("{ip} {name}\n"));
+        }
+        text.push_str(&block.end);
+        text.push('\n');
+        // In place: /etc/hosts may be a bind mount, which a rename would break.
+        std::fs::write(HOSTS, text).expect("write /etc/hosts");
+        block
+    }
+
+    fn remove(&self) {
+        let Ok(text) = std::fs::read_to_string(HOSTS) else {
+            return;
+        };
+        let mut inside = false;
+        let mut kept = String::new();
+        for line in text.lines() {
+            if line == self.begin {
+                inside = true;
+            } else if line == self.end {
+                inside = false;
+            } else if !inside {
+                kept.push_str(line);
+                kept.push('\n');
+            }
+        }
+        if kept != text {
+            let _ = std::fs::write(HOSTS, kept);
+        }
+    }
+}
+
+impl Drop for HostsBlock {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Probes from inside
+
+/// `nc` to the proxy port: `proxy=0` when something accepted the connect.
+const PROXY_CONNECT: &str =
+    "nc -w 2 127.0.0.1 3128 </dev/null >/dev/null 2>/tmp/nc.err; echo proxy=$?; cat /tmp/nc.err;";
+
+fn connected(out: &docker::Output) -> bool {
+    out.stdout.lines().any(|l| l.trim() == "proxy=0")
+}
+
+fn start_detached(c: &Container, flags: &[&str]) {
+    start_detached_under(c, "proxy", flags);
+}
+
+fn start_detached_under(c: &Container, stem: &str, flags: &[&str]) {
+    let runtime = docker::runtime_for(stem);
+    let mut args = vec!["run", "-d", "--name", &c.name, "--runtime", &runtime];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&[IMAGE, "sleep", "300"]);
+    docker::docker(&args).ok();
+}
+
+fn exec(c: &Container, script: &str) -> docker::Output {
+    docker::docker(&["exec", &c.name, "sh", "-c", script])
+}
+
+/// Polls `check` for up to `secs` seconds.
+fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Docker
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn listener_env_and_no_route() {
+    let _serial = serial();
+    let daemon = Daemon::start();
+    let upstream = Upstream::new();
+    let c = Container::new("egress");
+    start_detached(
+        &c,
+        &[
+            "-e",
+            "HTTP_PROXY=http://evil.example:1",
+            "-e",
+            "Https_Proxy=http://evil.example:1",
+            "-e",
+            "no_proxy=*",
+        ],
+    );
+    let out = exec(
+        &c,
+        &format!(
+            "{PROXY_CONNECT} env; ip route; \
+             nc -w 2 {ip} {PORT} </dev/null 2>&1; echo raw=$?",
+            ip = upstream.ip
+        ),
+    );
+    assert!(
+        connected(&out),
+        "no proxy listener inside: {out}\n{}",
+        daemon.log()
+    );
+    for (name, value) in [
+        ("HTTP_PROXY", "http://127.0.0.1:3128"),
+        ("HTTPS_PROXY", "http://127.0.0.1:3128"),
+        ("http_proxy", "http://127.0.0.1:3128"),
+        ("https_proxy", "http://127.0.0.1:3128"),
+        ("NO_PROXY", "localhost,127.0.0.1,::1"),
+        ("no_proxy", "localhost,127.0.0.1,::1"),
+        ("NODE_USE_ENV_PROXY", "1"),
+    ] {
+        let want = format!("{name}={value}");
+        assert!(
+            out.stdout.lines().any(|l| l == want),
+            "{want} missing: {out}"
+        );
+    }
+    assert!(
+        !out.stdout.contains("evil") && !out.stdout.contains("no_proxy=*"),
+        "{out}"
+    );
+    assert!(
+        !out.stdout.contains("Https_Proxy"),
+        "client variant kept: {out}"
+    );
+    // The proxy is the only way out: no route to the test host itself.
+    assert!(!out.stdout.contains("default"), "default route: {out}");
+    assert!(
+        !out.stdout.lines().any(|l| l.trim() == "ok"),
+        "raw connect answered: {out}"
+    );
+    assert!(
+        out.stdout.contains("unreachable"),
+        "expected no route: {out}"
+    );
+    // An exec's client value is replaced too.
+    let out = docker::docker(&[
+        "exec",
+        "-e",
+        "HTTPS_PROXY=http://evil.example:1",
+        &c.name,
+        "sh",
+        "-c",
+        "env",
+    ]);
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l == "HTTPS_PROXY=http://127.0.0.1:3128")
+            && !out.stdout.contains("evil"),
+        "{out}"
+    );
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn connect_to_an_allowed_name_reaches_the_test_host() {
+    // Needs the proxy engine (egressd's part of issue 12).
+    let _serial = serial();
+    let daemon = Daemon::start();
+    let _upstream = Upstream::new();
+    let c = Container::new("egress-connect");
+    start_detached(&c, &[]);
+    let out = exec(
+        &c,
+        &format!(
+            "printf 'CONNECT {ALLOWED}:{PORT} HTTP/1.1\\r\\nHost: {ALLOWED}:{PORT}\\r\\n\\r\\n' \
+             | nc -w 3 127.0.0.1 3128"
+        ),
+    );
+    assert!(
+        out.stdout.contains(" 200") && out.stdout.lines().any(|l| l.trim() == "ok"),
+        "CONNECT did not reach the test host: {out}\n{}",
+        daemon.log()
+    );
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn daemon_down_refuses_create_and_a_restart_restores_the_proxy() {
+    let _serial = serial();
+    let mut daemon = Daemon::start();
+    let c = Container::new("egress-restart");
+    start_detached(&c, &[]);
+    assert!(connected(&exec(&c, PROXY_CONNECT)), "{}", daemon.log());
+
+    daemon.stop();
+    // The listener went with the daemon: nothing accepts on 3128 now.
+    let out = exec(&c, PROXY_CONNECT);
+    assert!(!connected(&out), "listener outlived the daemon: {out}");
+    // A create while the daemon is down is refused, with the reason.
+    let refused = Container::new("egress-down");
+    let runtime = docker::runtime_for("proxy");
+    let out = docker::docker(&[
+        "run",
+        "--rm",
+        "--name",
+        &refused.name,
+        "--runtime",
+        &runtime,
+        IMAGE,
+        "true",
+    ]);
+    docker::assert_refused_by_shim(&out);
+    assert!(
+        out.stderr.contains("egress") && out.stderr.contains("egress.sock"),
+        "refusal does not say why: {out}"
+    );
+
+    daemon.restart();
+    assert!(
+        eventually(10, || connected(&exec(&c, PROXY_CONNECT))),
+        "the running container did not get its proxy back: {}",
+        daemon.log()
+    );
+    assert!(
+        daemon.log().contains("serving on 127.0.0.1:3128"),
+        "{}",
+        daemon.log()
+    );
+}
+
+/// `printf` format text for `bytes`, every byte as an octal escape (so no
+/// `%` or `\\` is read as a directive).
+fn printf_bytes(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("\\{b:03o}")).collect()
+}
+
+/// A CONNECT request line and headers for `host:port`.
+fn connect_head(host: &str, port: u16) -> Vec<u8> {
+    format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n").into_bytes()
+}
+
+/// A minimal TLS 1.2 ClientHello record whose SNI is `sni`.
+fn client_hello(sni: &str) -> Vec<u8> {
+    let name = sni.as_bytes();
+    let mut sni_ext = Vec::new();
+    let list_len = name.len() + 3;
+    sni_ext.extend_from_slice(&[0, 0]); // server_name
+    sni_ext.extend_from_slice(&((list_len + 2) as u16).to_be_bytes());
+    sni_ext.extend_from_slice(&(list_len as u16).to_be_bytes());
+    sni_ext.push(0); // host_name
+    sni_ext.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    sni_ext.extend_from_slice(name);
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[7; 32]); // random
+    body.push(0); // session id
+    body.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
+    body.extend_from_slice(&[1, 0]); // null compression
+    body.extend_from_slice(&(sni_ext.len() as u16).to_be_bytes());
+    body.extend_from_slice(&sni_ext);
+    let mut handshake = vec![1];
+    handshake.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    handshake.extend_from_slice(&body);
+    let mut record = vec![0x16, 3, 1];
+    record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
+    record.extend_from_slice(&handshake);
+    record
+}
+
+/// Sends `bytes` to the proxy from inside `c`; prints `LABEL:` then the
+/// answer, each line prefixed so the answers of several probes stay apart.
+fn via_proxy(label: &str, bytes: &[u8]) -> String {
+    format!(
+        "printf '{}' | nc -w 3 127.0.0.1 3128 2>&1 | sed 's/^/{label}: /';",
+        printf_bytes(bytes)
+    )
+}
+
+fn answer<'a>(out: &'a docker::Output, label: &str) -> Vec<&'a str> {
+    let prefix = format!("{label}: ");
+    out.stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(str::trim)
+        .collect()
+}
+
+/// The cases the proxy refuses, each with the host the 403 must name.
+fn refusal_cases() -> Vec<(&'static str, Vec<u8>, String)> {
+    let other = format!("other.{ALLOWED}");
+    let mut fronted = connect_head(ALLOWED, 443);
+    fronted.extend_from_slice(&client_hello("evil.example"));
+    vec![
+        ("name", connect_head(&other, PORT), other.clone()),
+        ("port", connect_head(ALLOWED, 8081), ALLOWED.to_string()),
+        ("meta", connect_head(META, PORT), META.to_string()),
+        ("private", connect_head(PRIVATE, PORT), PRIVATE.to_string()),
+        ("sni", fronted, ALLOWED.to_string()),
+    ]
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn refusals_are_403s_that_name_the_host_and_are_logged() {
+    let _serial = serial();
+    let daemon = Daemon::start();
+    let _upstream = Upstream::new();
+    let c = Container::new("egress-refused");
+    start_detached(&c, &[]);
+    // The control: the right SNI on 443 reaches the test host.
+    let mut good = connect_head(ALLOWED, 443);
+    good.extend_from_slice(&client_hello(ALLOWED));
+    let mut script = via_proxy("good", &good);
+    let cases = refusal_cases();
+    for (label, bytes, _) in &cases {
+        script.push_str(&via_proxy(label, bytes));
+    }
+    let out = exec(&c, &script);
+    let log =
+        || std::fs::read_to_string(daemon.dir.path().join("egress.jsonl")).unwrap_or_default();
+    assert!(
+        answer(&out, "good").contains(&"ok"),
+        "control: SNI = CONNECT host must pass: {out}\n{}",
+        log()
+    );
+    for (label, _, host) in &cases {
+        let lines = answer(&out, label);
+        assert!(
+            lines.iter().any(|l| l.contains(" 403 ")),
+            "{label}: no 403: {out}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("vibe-shim") && l.contains(host.as_str())),
+            "{label}: the 403 does not name vibe-shim and {host}: {out}"
+        );
+        assert!(
+            !lines.contains(&"ok"),
+            "{label}: reached the test host: {out}"
+        );
+    }
+    // One JSON line per denial, naming the host.
+    let text = log();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("egress log line is JSON"))
+        .collect();
+    for (label, _, host) in &cases {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["decision"] == "deny" && l["host"] == host.as_str()),
+            "{label}: no deny line for {host}: {text}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn report_mode_allows_and_logs_would_deny() {
+    let _serial = serial();
+    let daemon = Daemon::start();
+    let _upstream = Upstream::new();
+    let c = Container::new("egress-report");
+    start_detached_under(&c, "proxy-report", &[]);
+    let other = format!("other.{ALLOWED}");
+    let out = exec(&c, &via_proxy("name", &connect_head(&other, PORT)));
+    assert!(
+        answer(&out, "name").contains(&"ok"),
+        "report mode refused a name: {out}\n{}",
+        daemon.log()
+    );
+    let text = std::fs::read_to_string(daemon.dir.path().join("egress.jsonl")).unwrap_or_default();
+    assert!(
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .any(|l| l["decision"] == "would-deny" && l["host"] == other.as_str()),
+        "no would-deny line: {text}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Raw runc bundles
+
+fn raw_policy(daemon: &Daemon) -> String {
+    format!(
+        "[network]\nmode = \"proxy\"\nhosts = [\"{ALLOWED}:{PORT}\"]\negress_socket = \"{}\"\n",
+        daemon.socket.display()
+    )
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn start_is_refused_when_the_daemon_lost_the_container() {
+    let _serial = serial();
+    let mut daemon = Daemon::start();
+    let bundle = Bundle::busybox("egress-start", &["sleep", "300"], &raw_policy(&daemon));
+    let out = bundle.create();
+    assert!(
+        out.status.success(),
+        "create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(daemon.served(), 1, "{}", daemon.log());
+    // Restarted without its records: it does not serve the container.
+    daemon.stop();
+    let _ = std::fs::remove_dir_all(daemon.records());
+    daemon.spawn();
+    assert_eq!(daemon.served(), 0);
+    let out = bundle.shim(&["start", &bundle.id], b"");
+    assert!(!out.status.success(), "start ran without a proxy");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("vibe-shim") && err.contains("not registered"),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn two_hundred_containers_leave_no_listener_fd_namespace_or_record() {
+    let _serial = serial();
+    let daemon = Daemon::start();
+    let policy = raw_policy(&daemon);
+    let own_ns = daemon.thread_namespaces();
+    let fds_before = daemon.fds();
+    let started = Instant::now();
+    for n in 0..200 {
+        let bundle = Bundle::busybox(&format!("egress-{n}"), &["sleep", "300"], &policy);
+        let out = bundle.create();
+        assert!(
+            out.status.success(),
+            "create {n}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            daemon.log()
+        );
+        if n == 0 {
+            assert_eq!(daemon.served(), 1);
+            assert_eq!(daemon.record_files().len(), 1);
+            assert!(daemon.fds() > fds_before, "no listener fd while registered");
+        }
+        // Bundle's drop deletes through vibe-shim (`delete -f`).
+        drop(bundle);
+        if n == 0 {
+            // At once, not at the next sweep: delete unregistered it.
+            assert_eq!(daemon.served(), 0, "{}", daemon.log());
+            assert!(daemon.record_files().is_empty());
+        }
+    }
+    eprintln!(
+        "200 proxy containers created and deleted in {:?}",
+        started.elapsed()
+    );
+    assert!(
+        eventually(5, || daemon.fds() <= fds_before),
+        "daemon fds {} > {fds_before} before: listeners left",
+        daemon.fds()
+    );
+    assert_eq!(daemon.served(), 0, "{}", daemon.log());
+    assert!(
+        daemon.record_files().is_empty(),
+        "{:?}",
+        daemon.record_files()
+    );
+    // No thread of the daemon stayed in a container's namespace.
+    assert_eq!(daemon.thread_namespaces(), own_ns);
+}
+
+/// Listeners inside the namespace of the process `pid`, from `ss`.
+fn listeners_in(pid: &str) -> String {
+    let out = run(&["nsenter", "-t", pid, "-n", "ss", "-Hltn"]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn containers_sharing_a_namespace_share_its_listener() {
+    let _serial = serial();
+    let daemon = Daemon::start();
+    let policy = raw_policy(&daemon);
+    let first = Bundle::busybox("egress-pod", &["sleep", "300"], &policy);
+    assert!(first.create().status.success(), "{}", daemon.log());
+    let state = first.shim(&["state", &first.id], b"");
+    let state: serde_json::Value = serde_json::from_slice(&state.stdout).expect("state JSON");
+    let pid = state["pid"].to_string();
+    // The second joins the first's namespace (a pod, `--network container:`):
+    // the port is already bound there, and that is fine.
+    let second = Bundle::busybox("egress-pod2", &["sleep", "300"], &policy);
+    let mut spec = second.spec();
+    for ns in spec["linux"]["namespaces"]
+        .as_array_mut()
+        .expect("namespaces")
+    {
+        if ns["type"] == "network" {
+            ns["path"] = format!("/proc/{pid}/ns/net").into();
+        }
+    }
+    second.write_spec(&spec);
+    let out = second.create();
+    assert!(
+        out.status.success(),
+        "second create: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        daemon.log()
+    );
+    assert_eq!(daemon.served(), 2);
+    let second_pid = second.shim(&["state", &second.id], b"");
+    let second_pid: serde_json::Value =
+        serde_json::from_slice(&second_pid.stdout).expect("state JSON");
+    let second_pid = second_pid["pid"].to_string();
+    drop(first);
+    assert_eq!(daemon.served(), 1);
+    assert!(
+        listeners_in(&second_pid).contains("127.0.0.1:3128"),
+        "the listener went with the first container"
+    );
+    drop(second);
+    assert_eq!(daemon.served(), 0);
+}
