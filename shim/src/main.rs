@@ -48,14 +48,15 @@ fn run() -> i32 {
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
     let verb = inv.verb().to_string();
+    if let Some(denial) = as_runc_denial(std::env::args_os().next().as_deref(), &inv, &verb) {
+        return fail(&inv, &denial);
+    }
     match verb.as_str() {
         "hook" => return run_hook(&config_path, &inv),
         "policy" => return run_policy_cmd(&config_path, &inv),
         "authz" => return authz::run(&config_path, inv.verb_args()),
         "doctor" => return doctor::run(inv.verb_args()),
-        "install" | "uninstall" => {
-            return verbs::install::run(&verb, std::env::args_os().next().as_ref(), inv.verb_args())
-        }
+        "install" | "uninstall" => return verbs::install::run(&verb, inv.verb_args()),
         "egress" => return verbs::egress::run(&inv),
         _ => {}
     }
@@ -82,6 +83,42 @@ fn run() -> i32 {
 enum Route {
     PassThrough,
     Enforce,
+}
+
+/// The verbs only vibe-shim has. Our own hook entries run us as
+/// `vibe-shim`, never as `runc`.
+const OWN_VERBS: &[&str] = &[
+    "hook",
+    "policy",
+    "authz",
+    "doctor",
+    "install",
+    "uninstall",
+    "egress",
+];
+
+/// Run as `runc` (lockdown's link, or an engine's PATH), vibe-shim takes only
+/// runc's grammar: whoever reaches runc's argv (a wrapper forwarding "$@")
+/// must not reach a root-only vibe-shim verb such as `hook tmpfs-modes`, nor
+/// pick the policy with `--config`.
+fn as_runc_denial(argv0: Option<&std::ffi::OsStr>, inv: &Invocation, verb: &str) -> Option<Denial> {
+    let as_runc = argv0.is_some_and(|a| Path::new(a).file_name() == Some("runc".as_ref()));
+    if !as_runc {
+        return None;
+    }
+    if OWN_VERBS.contains(&verb) {
+        return Some(argv_denial(
+            verb.to_string(),
+            "not a runc verb: vibe-shim's own verbs are refused when it runs as runc".into(),
+        ));
+    }
+    if inv.config.is_some() {
+        return Some(argv_denial(
+            "--config".into(),
+            "run as runc, vibe-shim uses the default policy; --config is refused".into(),
+        ));
+    }
+    None
 }
 
 fn argv_denial(value: String, reason: String) -> Denial {

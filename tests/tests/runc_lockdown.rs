@@ -263,14 +263,34 @@ fn as_runc_with_only_itself_on_path_it_fails_closed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("vibe-shim"), "{err}");
-    // And its own admin verbs are not reachable as runc.
-    let out = Command::new("runc")
-        .env("PATH", dir.path())
-        .args(["uninstall", "lockdown"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not available when run as runc"));
+    // Nor its own verbs (root-only work such as the tmpfs-modes hook), nor
+    // a policy of the caller's choosing, for whoever reaches runc's argv.
+    for args in [
+        &["uninstall", "lockdown"][..],
+        &[
+            "hook",
+            "tmpfs-modes",
+            "vibe-shim-tmpfs-modes-hook",
+            "/",
+            "0777:1000:1000:/run",
+        ],
+        &["policy", "check"],
+        &["--config", "/nonexistent.toml", "state", "x"],
+    ] {
+        let out = Command::new("runc")
+            .env("PATH", dir.path())
+            .env_remove("VIBE_SHIM_ACTIVE")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains("runs as runc") || err.contains("run as runc"),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 /// An engine-made executor directory: root-owned 0711 all the way up (not

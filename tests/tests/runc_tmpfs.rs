@@ -147,3 +147,27 @@ fn hook_refuses_a_tmpfs_mounted_elsewhere_too() {
         "{stderr}"
     );
 }
+
+/// `/` as the rootfs is refused before anything is opened: the hook's
+/// paths would be the host's own (`/run`, `/dev/shm`).
+#[test]
+#[ignore = "needs root"]
+fn hook_refuses_slash_as_the_rootfs() {
+    let out = std::process::Command::new(vibe_shim_tests::bundle::shim_bin())
+        .args([
+            "hook",
+            "tmpfs-modes",
+            vibe_policy::TMPFS_MODES_HOOK_MARKER,
+            "/",
+        ])
+        .arg("0777:1000:1000:/run")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        text(&out.stderr).contains("cannot be /"),
+        "{}",
+        describe(&out)
+    );
+}

@@ -2,18 +2,12 @@
 //! per target, each in its own module.
 
 use std::ffi::OsString;
-use std::path::Path;
 
 use super::lockdown;
 
 /// Runs `install`/`uninstall`; prints what was done, or one line naming
-/// vibe-shim on failure. Refused when run as `runc`: an engine (or a
-/// client's argv through one) must never reach these verbs.
-pub fn run(verb: &str, argv0: Option<&OsString>, args: &[OsString]) -> i32 {
-    if argv0.is_some_and(|a| Path::new(a).file_name() == Some("runc".as_ref())) {
-        eprintln!("vibe-shim: {verb}: not available when run as runc");
-        return 1;
-    }
+/// vibe-shim on failure. (Run as `runc`, main.rs refuses these verbs.)
+pub fn run(verb: &str, args: &[OsString]) -> i32 {
     let target = args.first().and_then(|t| t.to_str()).unwrap_or("");
     let rest = args.get(1..).unwrap_or(&[]);
     let result = match (verb, target) {

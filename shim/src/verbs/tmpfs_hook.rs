@@ -45,6 +45,9 @@ pub enum TmpfsHookError {
 /// `args` are the tokens after `tmpfs-modes`.
 pub fn run(args: &[String]) -> Result<(), TmpfsHookError> {
     let (root, entries) = parse_hook_args(args).map_err(TmpfsHookError::Args)?;
+    if root == "/" {
+        return Err(TmpfsHookError::Args("the rootfs cannot be /".into()));
+    }
     // runc itself refuses a rootfs path with a symlink in it.
     let rootfd = open(
         Path::new(&root),
