@@ -34,3 +34,36 @@ dockerd_running() {
     [ -n "$pid" ] && [ -d "/proc/$pid" ] &&
         [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]
 }
+
+# The busybox image's rootfs and tarball (/bin/busybox plus one symlink per applet,
+# nothing else); rebuilt only if missing. up.sh and sid-up.sh use it.
+build_busybox_rootfs() {
+    local rootfs=$1 tar=$2 applet
+    [ -f "$tar" ] && [ -x "$rootfs/bin/busybox" ] && return 0
+    [ -x /bin/busybox ] || die "/bin/busybox missing: apt-get install busybox-static"
+    rm -rf "$rootfs"
+    mkdir -p "$rootfs"
+    chmod 755 "$rootfs"
+    (cd "$rootfs" && mkdir -p -m 755 bin etc proc sys dev run root && mkdir -p -m 1777 tmp)
+    cp /bin/busybox "$rootfs/bin/busybox"
+    for applet in $(/bin/busybox --list); do
+        [ "$applet" = busybox ] && continue
+        ln -sf busybox "$rootfs/bin/$applet"
+    done
+    tar --numeric-owner -C "$rootfs" -cf "$tar.tmp" .
+    mv "$tar.tmp" "$tar"
+}
+
+# Wait up to $2 seconds for pid $1 to exit, then SIGKILL it.
+stop_pid() {
+    local pid=$1 grace=$2 i
+    [ -d "/proc/$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < grace * 10; i++)); do
+        [ -d "/proc/$pid" ] || return 0
+        sleep 0.1
+    done
+    log "pid $pid ignored SIGTERM for ${grace}s; killing"
+    kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.2
+}

@@ -13,20 +13,6 @@ need_root
 
 sock="unix://$STATE/docker.sock"
 
-# Wait up to $2 seconds for pid $1 to exit, then SIGKILL it.
-stop_pid() {
-    local pid=$1 grace=$2 i
-    [ -d "/proc/$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < grace * 10; i++)); do
-        [ -d "/proc/$pid" ] || return 0
-        sleep 0.1
-    done
-    log "pid $pid ignored SIGTERM for ${grace}s; killing"
-    kill -KILL "$pid" 2>/dev/null || true
-    sleep 0.2
-}
-
 if dockerd_running; then
     pid=$(cat "$STATE/docker.pid")
     # Containers first, so dockerd's shutdown has nothing left to wait for.

@@ -59,24 +59,6 @@ runtimes_json() {
     printf '%s\n' "$runtimes"
 }
 
-# The busybox image's rootfs and tarball (as up.sh builds it for the host).
-build_busybox_rootfs() {
-    local rootfs=$1 tar=$2 applet
-    [ -f "$tar" ] && [ -x "$rootfs/bin/busybox" ] && return 0
-    [ -x /bin/busybox ] || die "/bin/busybox missing: apt-get install busybox-static"
-    rm -rf "$rootfs"
-    mkdir -p "$rootfs"
-    chmod 755 "$rootfs"
-    (cd "$rootfs" && mkdir -p -m 755 bin etc proc sys dev run root && mkdir -p -m 1777 tmp)
-    cp /bin/busybox "$rootfs/bin/busybox"
-    for applet in $(/bin/busybox --list); do
-        [ "$applet" = busybox ] && continue
-        ln -sf busybox "$rootfs/bin/$applet"
-    done
-    tar --numeric-owner -C "$rootfs" -cf "$tar.tmp" .
-    mv "$tar.tmp" "$tar"
-}
-
 # podman in the tree: its default network on a bridge and subnet of its own
 # (the host's podman owns podman0 / 10.88.0.0/16), nftables in its own table.
 sid_podman_config() {

@@ -14,19 +14,6 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 need_root
 
-stop_pid() {
-    local pid=$1 grace=$2 i
-    [ -d "/proc/$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < grace * 10; i++)); do
-        [ -d "/proc/$pid" ] || return 0
-        sleep 0.1
-    done
-    log "pid $pid ignored SIGTERM for ${grace}s; killing"
-    kill -KILL "$pid" 2>/dev/null || true
-    sleep 0.2
-}
-
 sock="unix://$SID_STATE/docker.sock"
 if sid_running; then
     pid=$(cat "$SID_STATE/docker.pid")

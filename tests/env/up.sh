@@ -111,21 +111,7 @@ done
 # The busybox image: /bin/busybox plus one symlink per applet, nothing else,
 # no PATH in the image config (Docker supplies it). Rebuilt only if missing.
 # The same rootfs dir and tarball serve ctr (--rootfs) and podman (import).
-if [ ! -f "$STATE/busybox-rootfs.tar" ] || [ ! -x "$ROOTFS/bin/busybox" ]; then
-    [ -x /bin/busybox ] || die "/bin/busybox missing: apt-get install busybox-static"
-    rm -rf "$ROOTFS"
-    mkdir -p "$ROOTFS"
-    chmod 755 "$ROOTFS"
-    (cd "$ROOTFS" && mkdir -p -m 755 bin etc proc sys dev run root && mkdir -p -m 1777 tmp)
-    cp /bin/busybox "$ROOTFS/bin/busybox"
-    for applet in $(/bin/busybox --list); do
-        # Linking "busybox" to itself would overwrite the binary.
-        [ "$applet" = busybox ] && continue
-        ln -sf busybox "$ROOTFS/bin/$applet"
-    done
-    tar --numeric-owner -C "$ROOTFS" -cf "$STATE/busybox-rootfs.tar.tmp" .
-    mv "$STATE/busybox-rootfs.tar.tmp" "$STATE/busybox-rootfs.tar"
-fi
+build_busybox_rootfs "$ROOTFS" "$STATE/busybox-rootfs.tar"
 if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
     log "importing $IMAGE"
     docker import "$STATE/busybox-rootfs.tar" "$IMAGE" >/dev/null
