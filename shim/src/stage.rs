@@ -273,6 +273,13 @@ fn open_pinned(
 
 /// The id of the mount an fd is on (statx STATX_MNT_ID).
 fn mount_id(fd: &OwnedFd, path: &Path) -> Result<u64, StageError> {
+    statx_fd(fd)
+        .map(|buf| buf.stx_mnt_id)
+        .map_err(sys("statx (mount id)", path))
+}
+
+/// statx of the fd itself, which must report its mount id (Linux 5.8+).
+pub(crate) fn statx_fd(fd: &OwnedFd) -> Result<nix::libc::statx, Errno> {
     // SAFETY: statx fills the zeroed buffer we pass; the empty path with
     // AT_EMPTY_PATH makes it describe the fd itself.
     let mut buf: nix::libc::statx = unsafe { std::mem::zeroed() };
@@ -285,11 +292,11 @@ fn mount_id(fd: &OwnedFd, path: &Path) -> Result<u64, StageError> {
             &mut buf,
         )
     };
-    Errno::result(rc).map_err(sys("statx", path))?;
+    Errno::result(rc)?;
     if buf.stx_mask & nix::libc::STATX_MNT_ID == 0 {
-        return Err(sys("statx (no mount id)", path)(Errno::ENOTSUP));
+        return Err(Errno::ENOTSUP);
     }
-    Ok(buf.stx_mnt_id)
+    Ok(buf)
 }
 
 /// Owned by root (or by us) and writable by neither group nor others.

@@ -116,22 +116,8 @@ fn set(rootfd: &OwnedFd, entry: &ModeEntry, mountinfo: &str) -> Result<(), Tmpfs
 
 /// The fd's mount id and whether it is the root of that mount.
 fn statx_mount(fd: &OwnedFd) -> Result<(u64, bool), Errno> {
-    // SAFETY: statx fills the zeroed buffer we pass; the empty path with
-    // AT_EMPTY_PATH makes it describe the fd itself.
-    let mut buf: nix::libc::statx = unsafe { std::mem::zeroed() };
-    let rc = unsafe {
-        nix::libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            nix::libc::AT_EMPTY_PATH,
-            nix::libc::STATX_MNT_ID,
-            &mut buf,
-        )
-    };
-    Errno::result(rc)?;
-    if buf.stx_mask & nix::libc::STATX_MNT_ID == 0
-        || buf.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT == 0
-    {
+    let buf = crate::stage::statx_fd(fd)?;
+    if buf.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT == 0 {
         return Err(Errno::ENOTSUP);
     }
     Ok((
