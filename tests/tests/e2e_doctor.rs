@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{docker, env, program, runtime, Output, IMAGE};
+use vibe_shim_tests::docker::{docker, env, program, runtime, server_version, Output, IMAGE};
 
 const DOCTOR_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -70,13 +70,23 @@ fn doctor_reports_the_runc_door_open_without_lockdown() {
     assert_eq!(result, "OPEN", "{out}");
     // Judged from inside: the canary read the host's shadow file.
     assert!(evidence.contains("/x/shadow=read"), "{out}");
-    // Docker 20.10 does not pass dotted names to containerd.
-    assert_eq!(rows["--runtime=x.runc.v2"].0, "n/a", "{out}");
+    // Docker < 23 does not pass dotted names to containerd; later ones do,
+    // straight to runc.
+    let dotted = if server_version().0 >= 23 {
+        "OPEN"
+    } else {
+        "n/a"
+    };
+    assert_eq!(rows["--runtime=x.runc.v2"].0, dotted, "{out}");
     assert_eq!(
         rows["docker create -v /etc:/x + docker cp"].0, "OPEN",
         "{out}"
     );
-    assert_eq!(rows["bind source that does not exist"].0, "OPEN", "{out}");
+    // doctor looks for the created source in its own mount namespace; the
+    // sid stack's dockerd creates it inside its tree, out of doctor's sight.
+    if env().stack() == "host" {
+        assert_eq!(rows["bind source that does not exist"].0, "OPEN", "{out}");
+    }
     assert_no_leftovers(&out);
 }
 

@@ -158,7 +158,8 @@ fn ctr<S: AsRef<str>>(args: &[S], timeout: Duration) -> Output {
         CTR_NS.into(),
     ];
     full.extend(args.iter().map(|a| a.as_ref().to_string()));
-    program("ctr", &full, timeout)
+    // The stack's own ctr (the sid tree's runs in that tree's mounts).
+    program(&env().tool("ctr"), &full, timeout)
 }
 
 #[test]
