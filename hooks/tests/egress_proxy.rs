@@ -58,6 +58,8 @@ struct Lab {
     log: PathBuf,
     _dir: tempfile::TempDir,
     serve: tokio::task::JoinHandle<()>,
+    proxy: Arc<Proxy>,
+    container: Arc<Container>,
 }
 
 const NAMES: &[(&str, &[&str])] = &[
@@ -159,7 +161,7 @@ async fn lab(hosts: &[&str], enforce: bool, tweak: impl FnOnce(&mut ProxySetting
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy_addr = listener.local_addr().unwrap();
-    let serve = tokio::spawn(proxy.serve(listener, container));
+    let serve = tokio::spawn(proxy.clone().serve(listener, container.clone()));
     Lab {
         proxy_addr,
         dialer,
@@ -167,10 +169,30 @@ async fn lab(hosts: &[&str], enforce: bool, tweak: impl FnOnce(&mut ProxySetting
         log,
         _dir: dir,
         serve,
+        proxy,
+        container,
     }
 }
 
 impl Lab {
+    /// Another listener: for the same registration (as the daemon's v4 and
+    /// v6 listeners are), or for a new one with the same id (a container of
+    /// that id under another runc root).
+    async fn listen_again(&self, same_registration: bool) -> SocketAddr {
+        let container = if same_registration {
+            self.container.clone()
+        } else {
+            Arc::new(Container {
+                id: self.container.id.clone(),
+                network: self.container.network.clone(),
+            })
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(self.proxy.clone().serve(listener, container));
+        addr
+    }
+
     async fn connect(&self) -> TcpStream {
         TcpStream::connect(self.proxy_addr).await.unwrap()
     }
@@ -511,6 +533,35 @@ async fn limits_answer_misbehaving_clients() {
     let resp = lab
         .ask(b"GET http://allowed.example/ HTTP/1.1\r\n\r\n")
         .await;
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+}
+
+/// One registration's listeners share its slots; another registration with
+/// the same id (another runc root) has its own, so it cannot starve this one.
+#[tokio::test]
+async fn connection_slots_belong_to_the_registration_not_the_id() {
+    let lab = lab(&["allowed.example"], true, |s| s.max_connections = 1).await;
+    let hold = |addr: SocketAddr| async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        read_n(&mut s, OK_200.len()).await;
+        s
+    };
+    let ask = |addr: SocketAddr| async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET http://allowed.example/ HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        read_all(&mut s).await
+    };
+    let _held = hold(lab.proxy_addr).await;
+    let sibling = lab.listen_again(true).await;
+    let resp = ask(sibling).await;
+    assert!(resp.starts_with("HTTP/1.1 503"), "{resp}");
+    let other = lab.listen_again(false).await;
+    let resp = ask(other).await;
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
 }
 

@@ -104,8 +104,10 @@ pub struct Proxy {
     log: log::Log,
     resolver: Arc<dyn Resolve>,
     dialer: Arc<dyn Dial>,
-    /// Per-container connection slots, shared by its listeners.
-    slots: Mutex<HashMap<String, Weak<Semaphore>>>,
+    /// Per-registration connection slots, shared by its listeners (the
+    /// daemon hands them one `Arc<Container>`). Keyed by that allocation,
+    /// not the id: a container under another runc root may reuse an id.
+    slots: Mutex<HashMap<usize, Weak<Semaphore>>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -155,7 +157,7 @@ impl Proxy {
     ) {
         // An invalid list (the config check makes this unlikely) refuses all.
         let hosts = Arc::new(HostList::new(&container.network));
-        let slots = self.slots(&container.id);
+        let slots = self.slots(&container);
         let mut tasks = JoinSet::new();
         loop {
             tokio::select! {
@@ -180,14 +182,17 @@ impl Proxy {
         }
     }
 
-    fn slots(&self, id: &str) -> Arc<Semaphore> {
+    fn slots(&self, container: &Arc<Container>) -> Arc<Semaphore> {
+        // The address stays ours while a listener or connection holds the
+        // Arc, which is as long as the semaphore can be alive.
+        let key = Arc::as_ptr(container) as usize;
         let mut map = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, w| w.strong_count() > 0);
-        if let Some(s) = map.get(id).and_then(Weak::upgrade) {
+        if let Some(s) = map.get(&key).and_then(Weak::upgrade) {
             return s;
         }
         let s = Arc::new(Semaphore::new(self.settings.max_connections));
-        map.insert(id.to_string(), Arc::downgrade(&s));
+        map.insert(key, Arc::downgrade(&s));
         s
     }
 }
