@@ -55,11 +55,19 @@ where
     })
 }
 
-/// Every address on every interface of the namespace `handle` talks to.
-pub async fn all_addresses(handle: &Handle) -> Result<Vec<IpAddr>, RouteError> {
+/// One address of an interface: the address, its prefix length and the
+/// interface index, as the kernel's address dump lists them.
+pub struct AddressEntry {
+    pub addr: IpAddr,
+    pub prefix_len: u8,
+    pub index: u32,
+}
+
+/// Every address entry in the namespace `handle` talks to.
+pub async fn address_entries(handle: &Handle) -> Result<Vec<AddressEntry>, RouteError> {
     use netlink_packet_route::address::AddressAttribute;
     let mut stream = handle.address().get().execute();
-    let mut addrs = Vec::new();
+    let mut entries = Vec::new();
     while let Some(msg) = stream
         .try_next()
         .await
@@ -68,12 +76,25 @@ pub async fn all_addresses(handle: &Handle) -> Result<Vec<IpAddr>, RouteError> {
             source: Box::new(source),
         })?
     {
-        for attr in msg.attributes {
+        for attr in &msg.attributes {
             if let AddressAttribute::Address(a) | AddressAttribute::Local(a) = attr {
-                if !addrs.contains(&a) {
-                    addrs.push(a);
-                }
+                entries.push(AddressEntry {
+                    addr: *a,
+                    prefix_len: msg.header.prefix_len,
+                    index: msg.header.index,
+                });
             }
+        }
+    }
+    Ok(entries)
+}
+
+/// Every address on every interface of the namespace `handle` talks to.
+pub async fn all_addresses(handle: &Handle) -> Result<Vec<IpAddr>, RouteError> {
+    let mut addrs = Vec::new();
+    for entry in address_entries(handle).await? {
+        if !addrs.contains(&entry.addr) {
+            addrs.push(entry.addr);
         }
     }
     Ok(addrs)

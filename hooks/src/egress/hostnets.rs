@@ -5,35 +5,19 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use futures::TryStreamExt;
 use ipnet::IpNet;
-use netlink_packet_route::address::AddressAttribute;
 
 use crate::routes::{self, RouteError};
 
 /// The host's addresses (as /32 and /128) and each bridge's subnet.
 pub fn host_deny_nets() -> Result<Vec<IpNet>, RouteError> {
     let bridges = bridge_indexes(Path::new("/sys/class/net"));
-    let addrs = routes::with_netlink(|handle| async move {
-        let mut stream = handle.address().get().execute();
-        let mut found = Vec::new();
-        while let Some(msg) = stream
-            .try_next()
-            .await
-            .map_err(|source| RouteError::Netlink {
-                what: "address dump".into(),
-                source: Box::new(source),
-            })?
-        {
-            let on_bridge = bridges.contains(&msg.header.index);
-            for attr in &msg.attributes {
-                if let AddressAttribute::Address(a) | AddressAttribute::Local(a) = attr {
-                    found.push((*a, msg.header.prefix_len, on_bridge));
-                }
-            }
-        }
-        Ok(found)
-    })?;
+    let entries =
+        routes::with_netlink(|handle| async move { routes::address_entries(&handle).await })?;
+    let addrs: Vec<(IpAddr, u8, bool)> = entries
+        .iter()
+        .map(|e| (e.addr, e.prefix_len, bridges.contains(&e.index)))
+        .collect();
     Ok(nets(&addrs))
 }
 
