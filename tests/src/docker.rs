@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 /// The image `up.sh` imports: busybox only, no PATH in its config.
 pub const IMAGE: &str = "vibe-busybox:latest";
+/// [`IMAGE`] as containerd names it after [`ctr_import_image`].
+pub const CTR_IMAGE: &str = "docker.io/library/vibe-busybox:latest";
 /// The runtime registered with `tests/policies/default.toml`: `vibe-shim`.
 /// `VIBE_TEST_RUNTIME` overrides it only to try the probes against another
 /// runtime by hand (tests/run.sh never sets it).
@@ -1273,4 +1275,33 @@ pub fn assert_nothing_left(c: &Container) {
             "runc still lists refused container {id}"
         );
     }
+}
+
+/// The stack's own `ctr` (the sid tree's runs in that tree's mounts) on the
+/// test containerd, in namespace `ns`.
+pub fn ctr<S: AsRef<str>>(ns: &str, args: &[S], timeout: Duration) -> Output {
+    let env = env();
+    let mut full: Vec<String> = vec![
+        "--address".into(),
+        env.containerd_address.clone(),
+        "-n".into(),
+        ns.into(),
+    ];
+    full.extend(args.iter().map(|a| a.as_ref().to_string()));
+    program(&env.tool("ctr"), &full, timeout)
+}
+
+/// Puts [`IMAGE`] into containerd namespace `ns` as [`CTR_IMAGE`]
+/// (`docker save`, then `ctr images import`).
+pub fn ctr_import_image(ns: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let tar = dir.path().join("busybox.tar");
+    let tar_s = tar.to_str().unwrap();
+    docker_with(
+        &["save", "-o", tar_s, IMAGE],
+        None,
+        Duration::from_secs(120),
+    )
+    .ok();
+    ctr(ns, &["images", "import", tar_s], Duration::from_secs(120)).ok();
 }

@@ -8,14 +8,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use vibe_shim_tests::docker::{
-    assert_confined, docker_with, env, posture_script, program, run_bounded, unique_name, Outcome,
-    Posture, IMAGE,
+    assert_confined, ctr, ctr_import_image, env, posture_script, run_bounded, unique_name, Outcome,
+    Posture, CTR_IMAGE,
 };
 
 /// containerd namespace for these tests (dockerd's own is "moby").
 const CTR_NS: &str = "vibe-test";
-/// The image as containerd names it after `docker save | ctr import`.
-const CTR_IMAGE: &str = "docker.io/library/vibe-busybox:latest";
 /// The image as podman names it after `podman import`.
 const PODMAN_IMAGE: &str = "localhost/vibe-busybox:latest";
 /// The policy file ctr's vibe-shim reads (ctr passes no runtime args).
@@ -115,27 +113,15 @@ impl Drop for InstalledConfig {
     }
 }
 
-fn ctr<S: AsRef<str>>(args: &[S], timeout: Duration) -> vibe_shim_tests::docker::Output {
-    let env = env();
-    let mut full: Vec<String> = vec![
-        "--address".into(),
-        env.containerd_address.clone(),
-        "-n".into(),
-        CTR_NS.into(),
-    ];
-    full.extend(args.iter().map(|a| a.as_ref().to_string()));
-    program(&env.tool("ctr"), &full, timeout)
-}
-
 /// Removes a ctr container (and its task) on drop.
 struct CtrContainer(String);
 
 impl Drop for CtrContainer {
     fn drop(&mut self) {
         let t = Duration::from_secs(20);
-        let _ = ctr(&["tasks", "kill", "-s", "SIGKILL", &self.0], t);
-        let _ = ctr(&["tasks", "rm", "-f", &self.0], t);
-        let _ = ctr(&["containers", "rm", &self.0], t);
+        let _ = ctr(CTR_NS, &["tasks", "kill", "-s", "SIGKILL", &self.0], t);
+        let _ = ctr(CTR_NS, &["tasks", "rm", "-f", &self.0], t);
+        let _ = ctr(CTR_NS, &["containers", "rm", &self.0], t);
     }
 }
 
@@ -155,21 +141,13 @@ fn containerd_ctr_runs_confined() {
     let _config = InstalledConfig::install(&env.policy_path("default"));
 
     // Put the test image in containerd's own namespace.
-    let dir = tempfile::tempdir().unwrap();
-    let tar = dir.path().join("busybox.tar");
-    let tar_s = tar.to_str().unwrap();
-    docker_with(
-        &["save", "-o", tar_s, IMAGE],
-        None,
-        Duration::from_secs(120),
-    )
-    .ok();
-    ctr(&["images", "import", tar_s], Duration::from_secs(120)).ok();
+    ctr_import_image(CTR_NS);
 
     let wrapper = ArgvWrapper::new("ctr");
     let (policy, script) = probe_args("");
     let id = CtrContainer(unique_name("ctr"));
     let out = ctr(
+        CTR_NS,
         &[
             "run",
             "--rm",

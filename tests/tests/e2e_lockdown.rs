@@ -15,12 +15,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use vibe_shim_tests::docker::{
-    docker, docker_with, env, program, run_bounded, unique_name, Container, Output, IMAGE,
+    ctr, ctr_import_image, docker, docker_with, env, run_bounded, unique_name, Container, Output,
+    CTR_IMAGE, IMAGE,
 };
 
 /// containerd namespace for the ctr canary (not dockerd's "moby").
 const CTR_NS: &str = "vibe-lockdown";
-const CTR_IMAGE: &str = "docker.io/library/vibe-busybox:latest";
 
 fn lockdown_on() -> bool {
     std::env::var("VIBE_LOCKDOWN").is_ok_and(|v| v == "on")
@@ -150,33 +150,13 @@ fn dotted_runc_v2_runtimes_are_confined_under_lockdown() {
     }
 }
 
-fn ctr<S: AsRef<str>>(args: &[S], timeout: Duration) -> Output {
-    let mut full: Vec<String> = vec![
-        "--address".into(),
-        env().containerd_address.clone(),
-        "-n".into(),
-        CTR_NS.into(),
-    ];
-    full.extend(args.iter().map(|a| a.as_ref().to_string()));
-    // The stack's own ctr (the sid tree's runs in that tree's mounts).
-    program(&env().tool("ctr"), &full, timeout)
-}
-
 #[test]
 #[ignore = "needs root and the test env: run tests/run.sh"]
 fn ctr_run_without_runc_binary_is_confined_under_lockdown() {
-    let dir = tempfile::tempdir().unwrap();
-    let tar = dir.path().join("busybox.tar");
-    let tar_s = tar.to_str().unwrap();
-    docker_with(
-        &["save", "-o", tar_s, IMAGE],
-        None,
-        Duration::from_secs(120),
-    )
-    .ok();
-    ctr(&["images", "import", tar_s], Duration::from_secs(120)).ok();
+    ctr_import_image(CTR_NS);
     let id = unique_name("ctr-lockdown");
     let out = ctr(
+        CTR_NS,
         &[
             "run",
             "--rm",
@@ -192,9 +172,9 @@ fn ctr_run_without_runc_binary_is_confined_under_lockdown() {
         Duration::from_secs(120),
     );
     let t = Duration::from_secs(20);
-    let _ = ctr(&["tasks", "kill", "-s", "SIGKILL", &id], t);
-    let _ = ctr(&["tasks", "rm", "-f", &id], t);
-    let _ = ctr(&["containers", "rm", &id], t);
+    let _ = ctr(CTR_NS, &["tasks", "kill", "-s", "SIGKILL", &id], t);
+    let _ = ctr(CTR_NS, &["tasks", "rm", "-f", &id], t);
+    let _ = ctr(CTR_NS, &["containers", "rm", &id], t);
     // ctr prints the runtime's error on its stderr; a refusal names vibe-shim.
     judge(&out, true);
 }
