@@ -71,6 +71,7 @@ pub const PROCESS_RULES: &[ProcessRule] = &[
     rules::home::apply_process,
     rules::rlimits::apply,
     rules::oom::apply,
+    rules::scheduling::apply,
 ];
 
 /// Rules over the whole spec, in order. Mount rules run before the policy's
@@ -81,6 +82,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::root_path::apply,
     rules::cgroups::apply,
     rules::namespaces::apply,
+    rules::net_devices::apply,
     rules::kernel_mounts::apply,
     rules::binds::apply,
     rules::tmpfs::apply,

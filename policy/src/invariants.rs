@@ -50,6 +50,7 @@ pub fn violations(spec: &Value, policy: &Policy) -> Vec<String> {
     check_devices(spec, &mut out);
     check_seccomp(spec, &mut out);
     check_sysctls(spec, &mut out);
+    check_net_devices(spec, &mut out);
     check_paths(spec, &mut out);
     check_pids(spec, policy, &mut out);
     out
@@ -98,6 +99,30 @@ fn check_process(process: &Value, policy: &Policy, out: &mut Vec<String>) {
         let home_rule = name == "HOME" && policy.filesystem.home == HomeMode::Tmpfs;
         if !policy.process.env_allowed(name) && !home_rule {
             out.push(format!("process.env has {name}, not in process.env_allow"));
+        }
+    }
+    // Written out again rather than shared with rules::scheduling: this is
+    // the independent check.
+    let sched = process.get("scheduler").unwrap_or(&Value::Null);
+    if !sched.is_null() {
+        let ordinary = matches!(
+            sched.get("policy").and_then(Value::as_str),
+            Some("SCHED_OTHER" | "SCHED_BATCH" | "SCHED_IDLE")
+        );
+        let nice =
+            sched
+                .get("nice")
+                .map_or(Some(0), |n| if n.is_null() { Some(0) } else { n.as_i64() });
+        if !ordinary || nice.is_none_or(|n| n < 0) {
+            out.push(format!("process.scheduler raises priority: {sched}"));
+        }
+    }
+    if let Some(io) = process.get("ioPriority").filter(|v| !v.is_null()) {
+        if !matches!(
+            io.get("class").and_then(Value::as_str),
+            Some("IOPRIO_CLASS_BE" | "IOPRIO_CLASS_IDLE")
+        ) {
+            out.push(format!("process.ioPriority is not an ordinary class: {io}"));
         }
     }
     let cwd = str_field(process, "cwd");
@@ -349,6 +374,14 @@ fn check_seccomp(spec: &Value, out: &mut Vec<String>) {
             }
         }
         _ => out.push("linux.seccomp is missing".into()),
+    }
+}
+
+fn check_net_devices(spec: &Value, out: &mut Vec<String>) {
+    match spec.pointer("/linux/netDevices") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) if m.is_empty() => {}
+        Some(v) => out.push(format!("linux.netDevices moves host interfaces: {v}")),
     }
 }
 
@@ -626,6 +659,22 @@ mod tests {
 
     #[test]
     fn linux_violations() {
+        assert_flags(
+            |s| s["linux"]["netDevices"] = json!({"eth0": {}}),
+            "netDevices",
+        );
+        assert_flags(
+            |s| s["process"]["scheduler"] = json!({"policy": "SCHED_RR", "priority": 1}),
+            "scheduler",
+        );
+        assert_flags(
+            |s| s["process"]["scheduler"] = json!({"policy": "SCHED_OTHER", "nice": -5}),
+            "scheduler",
+        );
+        assert_flags(
+            |s| s["process"]["ioPriority"] = json!({"class": "IOPRIO_CLASS_RT"}),
+            "ioPriority",
+        );
         assert_flags(
             |s| {
                 s["linux"]["devices"][0] =

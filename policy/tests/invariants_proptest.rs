@@ -497,6 +497,17 @@ fn smuggle_targets() -> Vec<(&'static [&'static str], &'static str, Value)> {
             json!("SCMP_ACT_ALLOW"),
         ),
         (&["linux", "sysctl"], "kernel.shm_rmid_forced", json!("0")),
+        (
+            &["process"],
+            "scheduler",
+            json!({"policy": "SCHED_FIFO", "priority": 99}),
+        ),
+        (
+            &["process"],
+            "ioPriority",
+            json!({"class": "IOPRIO_CLASS_RT", "priority": 0}),
+        ),
+        (&["linux"], "netDevices", json!({"eth0": {}})),
     ]
 }
 

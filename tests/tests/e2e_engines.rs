@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use vibe_shim_tests::docker::{
     assert_confined, ctr, ctr_import_image, env, posture_script, run_bounded, unique_name, Outcome,
-    Posture, CTR_IMAGE,
+    Output, Posture, CTR_IMAGE,
 };
 
 /// containerd namespace for these tests (dockerd's own is "moby").
@@ -74,13 +74,19 @@ impl ArgvWrapper {
 
 /// Installs a policy at /etc/vibe-shim/config.toml and restores whatever was
 /// there (or its absence) on drop.
+/// Held for the life of an [`InstalledConfig`]: tests in this file run in
+/// parallel, and one's restore must not pull the file from under another.
+static CONFIG_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct InstalledConfig {
     previous: Option<Vec<u8>>,
     created_dir: bool,
+    _held: std::sync::MutexGuard<'static, ()>,
 }
 
 impl InstalledConfig {
     fn install(from: &Path) -> InstalledConfig {
+        let held = CONFIG_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let target = Path::new(DEFAULT_CONFIG);
         let dir = target.parent().unwrap();
         let created_dir = !dir.exists();
@@ -92,6 +98,7 @@ impl InstalledConfig {
         InstalledConfig {
             previous,
             created_dir,
+            _held: held,
         }
     }
 }
@@ -174,6 +181,120 @@ fn containerd_ctr_runs_confined() {
         !calls.iter().any(|c| c.contains("--config")),
         "ctr was expected to pass no --config: {calls:?}"
     );
+}
+
+/// `ctr run --config SPEC`: the client writes the whole spec. runc >= 1.2
+/// applies `process.scheduler` and `process.ioPriority` before it drops
+/// capabilities, so with plain runc a process with no CAP_SYS_NICE runs at
+/// nice -20 in the realtime I/O class. vibe-shim refuses both.
+fn ctr_with_spec(
+    id: &str,
+    runc_binary: Option<&str>,
+    edit: impl Fn(&mut serde_json::Value),
+) -> Output {
+    let env = env();
+    let spec = ctr(CTR_NS, &["oci", "spec"], Duration::from_secs(30));
+    assert!(spec.success(), "{spec}");
+    let mut spec: serde_json::Value = serde_json::from_str(&spec.stdout).unwrap();
+    // ctr takes no image with --config, and vibe-shim takes no root outside
+    // the bundle: the root is the shim's empty bundle/rootfs, and /bin a
+    // bind (from the allowed worktree root) of a static busybox.
+    let bin = BusyboxBin::new(id);
+    spec["root"] = serde_json::json!({"path": "rootfs", "readonly": true});
+    spec["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"destination": "/bin", "type": "bind",
+            "source": bin.0.to_str().unwrap(), "options": ["rbind", "ro"]}));
+    spec["process"]["terminal"] = false.into();
+    // ctr's default names one cgroup per namespace, which vibe-shim will
+    // not join once another container made it.
+    spec["linux"]["cgroupsPath"] = format!("/{id}").into();
+    spec["process"]["env"] = serde_json::json!(["PATH=/bin:/usr/bin"]);
+    // nice is field 19 of /proc/self/stat; ionice prints the I/O class.
+    spec["process"]["args"] = serde_json::json!([
+        "sh",
+        "-c",
+        "echo NICE=$(cut -d' ' -f19 /proc/self/stat); echo IO=$(ionice -p $$ 2>&1)"
+    ]);
+    edit(&mut spec);
+    let path = env.state.join(format!("{id}.spec.json"));
+    std::fs::write(&path, spec.to_string()).unwrap();
+    let mut args = vec!["run", "--rm"];
+    if let Some(bin) = runc_binary {
+        args.extend(["--runc-binary", bin]);
+    }
+    let path_s = path.to_str().unwrap().to_string();
+    args.extend(["--config", &path_s, id]);
+    let out = ctr(CTR_NS, &args, Duration::from_secs(120));
+    let _ = std::fs::remove_file(&path);
+    out
+}
+
+/// A worktree directory holding busybox and the applets the probe uses;
+/// removed on drop.
+struct BusyboxBin(PathBuf);
+
+impl BusyboxBin {
+    fn new(id: &str) -> BusyboxBin {
+        let dir = PathBuf::from(env().var("VIBE_TEST_WORKTREES")).join(format!("{id}-bin"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let busybox = PathBuf::from(env().var("VIBE_TEST_ROOTFS")).join("bin/busybox");
+        std::fs::copy(busybox, dir.join("busybox")).unwrap();
+        for applet in ["sh", "cut", "ionice"] {
+            std::os::unix::fs::symlink("busybox", dir.join(applet)).unwrap();
+        }
+        BusyboxBin(dir)
+    }
+}
+
+impl Drop for BusyboxBin {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn client_spec_cannot_raise_scheduling_priority() {
+    let env = env();
+    let hostile = |spec: &mut serde_json::Value| {
+        spec["process"]["scheduler"] = serde_json::json!({"policy": "SCHED_OTHER", "nice": -20});
+        spec["process"]["ioPriority"] =
+            serde_json::json!({"class": "IOPRIO_CLASS_RT", "priority": 0});
+    };
+    // The attack, under plain runc: what the door gives on this stack.
+    let plain_id = CtrContainer(unique_name("sched-runc"));
+    let plain = ctr_with_spec(&plain_id.0, None, hostile);
+    eprintln!("plain runc ({}): {plain}", env.stack());
+    let door_open = plain.stdout.contains("NICE=-20");
+    if door_open {
+        assert!(plain.stdout.contains("realtime"), "{plain}");
+    } else {
+        // containerd 1.6 drops the fields it does not know; runc 1.1
+        // ignores them.
+        assert!(
+            plain.success() && plain.stdout.contains("NICE=0"),
+            "{plain}"
+        );
+    }
+
+    let _config = InstalledConfig::install(&env.policy_path("default"));
+    let id = CtrContainer(unique_name("sched"));
+    let shim = env.shim_bin.to_str().unwrap().to_string();
+    let out = ctr_with_spec(&id.0, Some(&shim), hostile);
+    eprintln!("vibe-shim: {out}");
+    assert!(!out.stdout.contains("NICE=-"), "{out}");
+    assert!(!out.stdout.contains("realtime"), "{out}");
+    if door_open {
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            !out.success() && all.contains("vibe-shim") && all.contains("scheduling"),
+            "the refusal does not name vibe-shim and the rule: {out}"
+        );
+    } else {
+        assert!(out.success() && out.stdout.contains("NICE=0"), "{out}");
+    }
 }
 
 /// `podman --runtime <wrapper> --runtime-flag config=<toml> run --rm ...`
