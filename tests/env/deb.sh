@@ -88,8 +88,16 @@ grep -q 'BinaryName = "/usr/bin/vibe-shim"' "$S/config.toml"
 "$BIN" install podman --config "$S/containers.conf.d/vibe-shim.conf"
 grep -q 'vibe-shim = \["/usr/bin/vibe-shim"\]' "$S/containers.conf.d/vibe-shim.conf"
 ls /var/lib/vibe-shim/installed/
+# The last step of the production path: runc, as the engines find it, is
+# now the packaged vibe-shim (the real runc still answers --version).
+"$BIN" install lockdown
+dpkg-divert --list /usr/sbin/runc | grep -q vibe-shim
+[ "$(readlink -f /usr/sbin/runc)" = "$BIN" ] ||
+    { echo "deb.sh: /usr/sbin/runc is not vibe-shim after install lockdown" >&2; exit 1; }
+/usr/sbin/runc --version | grep -q '^runc version'
 
-# Removal undoes the three installs (prerm) and leaves runc alone.
+# Removal undoes the four installs (prerm), lockdown first: runc comes back
+# byte for byte with no diversion left (the snapshot compares both).
 dpkg -r "$PKG"
 cmp "$S/daemon.json" "$WORK/daemon.json.orig"
 cmp "$S/config.toml" "$WORK/config.toml.orig"
@@ -105,4 +113,4 @@ if ! diff -u "$WORK/before" "$WORK/after"; then
     echo "deb.sh: the host is not as found after dpkg -r / -P" >&2
     exit 1
 fi
-echo "-- dpkg -i, install docker/containerd/podman, dpkg -r, dpkg -P: host as found"
+echo "-- dpkg -i, install docker --authz/containerd/podman/lockdown, dpkg -r, dpkg -P: host as found"
