@@ -364,6 +364,7 @@ fn buildkit_run_steps_use_the_build_profile_under_lockdown() {
     let Some(out) = buildkit_build(&attack_step(&disk), "none") else {
         return;
     };
+    println!("{out}");
     assert!(out.success(), "the RUN step must run: {out}");
     assert_eq!(
         build_field(&out, "PROBE=").as_deref(),
@@ -411,6 +412,7 @@ fn buildkit_host_network_is_refused_under_lockdown() {
     let Some(out) = buildkit_build(&step, "host") else {
         return;
     };
+    println!("{out}");
     // /proc/net/dev lines are `  <name>: counters`; `ip -o addr` `<n>: <name> inet`.
     let sees_host = run_output(&out).iter().any(|l| {
         l.trim_start().starts_with(&format!("{bridge}:")) || l.contains(&format!(" {bridge} "))
