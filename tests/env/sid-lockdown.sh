@@ -106,9 +106,16 @@ for dir in "$HOME/.cargo/bin" /root/.cargo/bin; do
     if [ -x "$dir/cargo" ]; then PATH=$dir:$PATH; fi
 done
 t0=$SECONDS
+AUDIT=$AUDIT_DIR/audit.jsonl
+audit_before=$(wc -l <"$AUDIT" 2>/dev/null || echo 0)
 VIBE_TEST_STATE=$SID_STATE VIBE_LOCKDOWN=on cargo test --release -p vibe-shim-tests \
     --test e2e_lockdown -- --ignored --test-threads=2
 log "canaries: $((SECONDS - t0))s"
+# Host evidence that dockerd's BuildKit exec'd `runc` from PATH (vibe-shim
+# now) and that the build profile was chosen for its executor bundles.
+steps=$(tail -n "+$((audit_before + 1))" "$AUDIT" | grep -c '"config":"/etc/vibe-shim/build.toml"' || true)
+[ "$steps" -gt 0 ] || die "no audit line with the build profile: BuildKit RUN steps did not run through vibe-shim"
+log "BuildKit RUN steps audited under the build profile: $steps lines"
 
 # doctor in the engine's mount namespace (with the tree's docker CLI), so
 # its bind-source row looks at the filesystem the sid dockerd writes to.
