@@ -151,5 +151,8 @@ if doctor_run >"$SAVED/doctor.out"; then
     die "doctor exited 0 without lockdown"
 fi
 cat "$SAVED/doctor.out"
-[ "$(result --runtime=runc)" = OPEN ] || die "doctor: --runtime=runc not OPEN without lockdown"
+# Unless an authz gate on this dockerd refuses runc too, the runc door is open.
+if ! grep -q 'authorization denied' "$SAVED/doctor.out"; then
+    [ "$(result --runtime=runc)" = OPEN ] || die "doctor: --runtime=runc not OPEN without lockdown"
+fi
 # cleanup (EXIT) compares the checksums and restores the tree's /etc/vibe-shim.
