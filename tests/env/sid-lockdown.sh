@@ -55,8 +55,10 @@ cleanup() {
     fi
     rm -rf --one-file-system "${T:?}$SHIM_DIR"
     # The tree's /etc/vibe-shim as sid-up.sh left it (a link to the host's).
-    rm -rf --one-file-system "$ETC"
-    if [ -e "$SAVED/etc" ] || [ -L "$SAVED/etc" ]; then mv "$SAVED/etc" "$ETC"; fi
+    if [ "${etc_moved:-0}" = 1 ]; then
+        rm -rf --one-file-system "$ETC"
+        if [ -e "$SAVED/etc" ] || [ -L "$SAVED/etc" ]; then mv "$SAVED/etc" "$ETC"; fi
+    fi
     rm -rf "$SAVED"
     after=$(sha256sum <"$T$RUNC" 2>/dev/null || echo missing)
     if [ "$after" != "$before" ] || [ -L "$T$RUNC" ]; then
@@ -78,6 +80,7 @@ trap cleanup EXIT INT TERM HUP
 # plus the build profile for BuildKit bundles under the sid dockerd's
 # data-root (/var/lib/docker in the tree, packaging/build.toml's default).
 if [ -e "$ETC" ] || [ -L "$ETC" ]; then mv "$ETC" "$SAVED/etc"; fi
+etc_moved=1
 install -d -m 0755 "$ETC"
 sed -e "s#/var/log/vibe-shim/audit.jsonl#$AUDIT_DIR/audit.jsonl#" \
     packaging/build.toml >"$ETC/build.toml"
