@@ -10,6 +10,10 @@
 //! test env (tests/env/up.sh), or any env file via VIBE_TEST_STATE:
 //!
 //!   VIBE_LOCKDOWN=on cargo test --release -p vibe-shim-tests --test e2e_lockdown -- --ignored --test-threads=2
+//!
+//! On the sid stack (Docker 28), tests/env/sid-lockdown.sh diverts the
+//! tree's own runc and runs this file with VIBE_LOCKDOWN=on; the BuildKit
+//! tests build with the tree's docker CLI + buildx (`VIBE_TEST_DOCKER`).
 
 use std::process::Command;
 use std::time::Duration;
