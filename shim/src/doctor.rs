@@ -328,18 +328,40 @@ fn bind_source_door(d: &mut Docker) -> (Verdict, String) {
     // Only the directories this run made: the name is unique to it.
     let _ = std::fs::remove_dir(&source);
     let _ = std::fs::remove_dir(&base);
-    match (created, out.ok) {
+    bind_source_verdict(&source.display().to_string(), created, out.ok, &out.stderr)
+}
+
+/// The bind-source door from what doctor saw. dockerd creates a missing
+/// `-v` source before it calls the runtime, so only a refusal before that
+/// (the authz gate's) leaves it uncreated; a canary that ran, or a runtime
+/// refusal, without the directory here means dockerd wrote to a filesystem
+/// doctor does not see (an engine in another mount namespace): unproven,
+/// never closed.
+pub fn bind_source_verdict(
+    source: &str,
+    created: bool,
+    ran: bool,
+    stderr: &str,
+) -> (Verdict, String) {
+    const ELSEWHERE: &str =
+        "dockerd creates it before the runtime runs: run doctor in the engine's mount namespace";
+    match (created, ran) {
         (true, _) => (
             Verdict::Open,
-            format!("dockerd created {} on the host", source.display()),
+            format!("dockerd created {source} on the host"),
         ),
-        (false, false) => {
-            let (_, why) = judge_failure(&out.stderr);
-            (Verdict::Closed, format!("source not created; {why}"))
-        }
+        (false, false) => match judge_failure(stderr) {
+            (Verdict::Closed, why) if stderr.contains("authorization denied") => {
+                (Verdict::Closed, format!("source not created; {why}"))
+            }
+            (_, why) => (
+                Verdict::Error,
+                format!("{source} not seen here after {why}; {ELSEWHERE}"),
+            ),
+        },
         (false, true) => (
-            Verdict::Closed,
-            format!("{} not created on the host", source.display()),
+            Verdict::Error,
+            format!("the canary ran, but {source} is not on this host; {ELSEWHERE}"),
         ),
     }
 }
@@ -465,6 +487,29 @@ mod tests {
         assert_eq!(judge_failure(authz).0, Verdict::Closed);
         let missing = "Unable to find image 'busybox:latest' locally\n";
         assert_eq!(judge_failure(missing).0, Verdict::Error);
+    }
+
+    #[test]
+    fn bind_source_is_closed_only_by_a_refusal_before_dockerd_acts() {
+        let src = "/var/tmp/x/missing";
+        assert_eq!(bind_source_verdict(src, true, true, "").0, Verdict::Open);
+        assert_eq!(bind_source_verdict(src, true, false, "").0, Verdict::Open);
+        let authz = "Error response from daemon: authorization denied by plugin vibe-shim: bind";
+        assert_eq!(
+            bind_source_verdict(src, false, false, authz).0,
+            Verdict::Closed
+        );
+        // The runtime refuses after dockerd made the source: not seeing it
+        // here means doctor looks at another filesystem.
+        let runtime = "docker: Error response from daemon: OCI runtime create failed: vibe-shim: binds: /var/tmp/x";
+        assert_eq!(
+            bind_source_verdict(src, false, false, runtime).0,
+            Verdict::Error
+        );
+        // Ran with the bind, yet nothing here: an engine in another mount ns.
+        let (v, why) = bind_source_verdict(src, false, true, "");
+        assert_eq!(v, Verdict::Error);
+        assert!(why.contains("mount namespace"), "{why}");
     }
 
     #[test]

@@ -16,9 +16,12 @@ SID_PODMAN_BRIDGE=podsid0
 SID_PODMAN_SUBNET=172.30.97.0/24
 # What the suites need in the tree. busybox-static: the image's busybox
 # comes from the host, but the tree keeps a shell toolbox; procps: `docker top`.
+# docker-cli + docker-buildx: sid's docker.io ships no CLI; the tree's own
+# CLI runs BuildKit builds (`docker buildx build`) inside the tree.
 SID_PACKAGES=(
     docker.io containerd runc podman conmon netavark aardvark-dns
     procps iproute2 nftables busybox-static ca-certificates
+    docker-cli docker-buildx
 )
 
 # True when the pidfile names a live dockerd.

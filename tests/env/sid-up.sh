@@ -101,20 +101,29 @@ if [ ! -f "$SID_TREE/.vibe-sid-ready" ]; then
     # No service starts from package scripts.
     printf '#!/bin/sh\nexit 101\n' >"$SID_TREE/usr/sbin/policy-rc.d"
     chmod 755 "$SID_TREE/usr/sbin/policy-rc.d"
+fi
+# Every SID_PACKAGES entry not yet installed: all of them in a fresh tree;
+# in a reused one (--tree), those added to the list since it was made.
+missing=()
+for pkg in "${SID_PACKAGES[@]}"; do
+    chroot "$SID_TREE" dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null |
+        grep -q ' installed$' || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
     t0=$SECONDS
-    log "installing ${SID_PACKAGES[*]} in the tree"
+    log "installing ${missing[*]} in the tree"
     unshare -m --propagation private -- sh -c '
         mount -t proc proc "$1/proc" && shift &&
         chroot "$0" apt-get update -q &&
         DEBIAN_FRONTEND=noninteractive chroot "$0" apt-get install -y -q \
             --no-install-recommends "$@"' \
-        "$SID_TREE" "$SID_TREE" "${SID_PACKAGES[@]}" >"$SID_STATE/apt.log" 2>&1 || {
+        "$SID_TREE" "$SID_TREE" "${missing[@]}" >"$SID_STATE/apt.log" 2>&1 || {
         tail -n 30 "$SID_STATE/apt.log" >&2
         die "apt-get install in the tree failed (log: $SID_STATE/apt.log)"
     }
     log "package install took $((SECONDS - t0))s"
-    touch "$SID_TREE/.vibe-sid-ready"
 fi
+touch "$SID_TREE/.vibe-sid-ready"
 
 # Per-run files in the tree.
 cp /etc/resolv.conf "$SID_TREE/etc/resolv.conf"
@@ -197,7 +206,7 @@ cat >"$SID_STATE/bin/in-tree" <<EOF
 # Runs a command in the sid tree (the sid dockerd's mount namespace).
 exec nsenter -t "\$(cat '$SID_STATE/docker.pid')" -m -- "\$@"
 EOF
-for tool in ctr runc podman containerd; do
+for tool in ctr runc podman containerd docker; do
     printf '#!/bin/sh\nexec %s %s "$@"\n' "$SID_STATE/bin/in-tree" "$tool" >"$SID_STATE/bin/$tool"
 done
 chmod 755 "$SID_STATE"/bin/*
@@ -235,6 +244,8 @@ VIBE_TEST_IN_TREE=$SID_STATE/bin/in-tree
 VIBE_TEST_CTR=$SID_STATE/bin/ctr
 VIBE_TEST_RUNC=$SID_STATE/bin/runc
 VIBE_TEST_PODMAN=$SID_STATE/bin/podman
+VIBE_TEST_DOCKER=$SID_STATE/bin/docker
+VIBE_TEST_SID_TREE=$SID_TREE
 EOF
 mv "$SID_STATE/env.tmp" "$SID_STATE/env"
 

@@ -10,6 +10,10 @@
 //! test env (tests/env/up.sh), or any env file via VIBE_TEST_STATE:
 //!
 //!   VIBE_LOCKDOWN=on cargo test --release -p vibe-shim-tests --test e2e_lockdown -- --ignored --test-threads=2
+//!
+//! On the sid stack (Docker 28), tests/env/sid-lockdown.sh diverts the
+//! tree's own runc and runs this file with VIBE_LOCKDOWN=on; the BuildKit
+//! tests build with the tree's docker CLI + buildx (`VIBE_TEST_DOCKER`).
 
 use std::process::Command;
 use std::time::Duration;
@@ -241,33 +245,198 @@ fn legacy_builder_run_steps_are_confined_under_lockdown() {
     }
 }
 
-/// BuildKit (dockerd >= 23 with buildx) runs RUN steps from bundles in its
-/// executor directory: the build profile applies there.
+/// `docker buildx build` of `dockerfile` (no context) with the stack's own
+/// CLI (the sid tree's docker-cli + docker-buildx run inside the tree's
+/// mount namespace, against the sid dockerd's embedded BuildKit), on build
+/// network `network`. `None` when the host stack has no buildx (Docker
+/// 20.10's hosts); the sid stack always has it, or the test fails.
+fn buildkit_build(dockerfile: &str, network: &str) -> Option<Output> {
+    let env = env();
+    let major = docker_major();
+    if major < 23 {
+        println!("skipped: Docker <23 (daemon is {major}.x): no BuildKit executor");
+        return None;
+    }
+    let cli = env.tool("docker");
+    let mut probe = Command::new(&cli);
+    probe.args(["buildx", "version"]);
+    let has_buildx = run_bounded(probe, None, Duration::from_secs(30));
+    if !has_buildx.success() {
+        assert_ne!(
+            env.stack(),
+            "sid",
+            "the sid tree must have docker-buildx (SID_PACKAGES): {has_buildx}"
+        );
+        println!("skipped: no docker buildx on this host");
+        return None;
+    }
+    let tag = format!("vibe-lockdown-build:{}", unique_name("bk").to_lowercase());
+    let mut cmd = Command::new(&cli);
+    cmd.env_remove("DOCKER_CONTEXT")
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("BUILDX_BUILDER")
+        .args([
+            "-H",
+            &env.docker_host,
+            "buildx",
+            "build",
+            "--builder",
+            "default",
+        ])
+        .args(["--no-cache", "--progress=plain", "--network", network]);
+    if network == "host" {
+        cmd.args(["--allow", "network.host"]);
+    }
+    cmd.args(["-t", &tag, "-"]);
+    let out = run_bounded(cmd, Some(dockerfile.as_bytes()), Duration::from_secs(300));
+    let _ = docker(&["rmi", "-f", &tag]);
+    Some(out)
+}
+
+/// What the RUN steps printed: BuildKit's plain progress prefixes each
+/// output line with `#<step> <seconds> ` (other lines, such as the echoed
+/// RUN command, are not the step's output).
+fn run_output(out: &Output) -> Vec<String> {
+    format!("{}\n{}", out.stdout, out.stderr)
+        .lines()
+        .filter_map(|l| {
+            let (step, rest) = l.strip_prefix('#')?.split_once(' ')?;
+            let (secs, text) = rest.split_once(' ')?;
+            let timed = step.bytes().all(|b| b.is_ascii_digit())
+                && secs.contains('.')
+                && secs.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+            timed.then(|| text.to_string())
+        })
+        .collect()
+}
+
+/// The first RUN output line starting with `key`: the rest of it.
+fn build_field(out: &Output, key: &str) -> Option<String> {
+    run_output(out)
+        .iter()
+        .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
+}
+
+/// The host's first disk (`/sys/block`, not loop/ram/zram) as `major minor`.
+fn host_disk() -> String {
+    let mut disks: Vec<(String, String)> = std::fs::read_dir("/sys/block")
+        .expect("/sys/block")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            !["loop", "ram", "zram", "nbd"]
+                .iter()
+                .any(|p| n.starts_with(p))
+        })
+        .filter_map(|n| {
+            let dev = std::fs::read_to_string(format!("/sys/block/{n}/dev")).ok()?;
+            Some((n, dev.trim().replace(':', " ")))
+        })
+        .collect();
+    disks.sort();
+    disks
+        .into_iter()
+        .next()
+        .map(|(_, dev)| dev)
+        .expect("no disk in /sys/block")
+}
+
+/// One RUN step that tries each thing a build step must not do under
+/// lockdown and says what worked; it always exits 0 so the build log
+/// carries every answer.
+fn attack_step(disk: &str) -> String {
+    from_image(&format!(
+        "RUN grep -E '^(CapEff|NoNewPrivs):' /proc/self/status; \
+         if echo ok > /f && [ \"$(cat /f)\" = ok ]; then echo ROOTW=yes; else echo ROOTW=no; fi; \
+         if mount -t tmpfs none /mnt 2>/dev/null; then echo MOUNT=yes; else echo MOUNT=no; fi; \
+         if mknod /tmp/disk b {disk} 2>/dev/null; then echo MKNOD=yes; else echo MKNOD=no; fi; \
+         n=$(head -c 512 /tmp/disk 2>/dev/null | wc -c); echo RAWREAD=$n; \
+         echo BLOCKDEVS=$(find /dev -type b 2>/dev/null | wc -l); echo PROBE=done"
+    ))
+}
+
+/// BuildKit (dockerd >= 23, e.g. the sid stack's 28) execs `runc` from
+/// PATH for every RUN step, from a bundle in its executor directory: under
+/// lockdown that is vibe-shim with the build profile (writable root, no
+/// capabilities, no devices), from inside. Without lockdown the door is
+/// open: the step runs with Docker's default capabilities and can make
+/// device nodes.
 #[test]
 #[ignore = "needs root and the test env: run tests/run.sh"]
 fn buildkit_run_steps_use_the_build_profile_under_lockdown() {
-    let major = docker_major();
-    if major < 23 {
-        println!("skipped: Docker <23 (daemon is {major}.x)");
+    let disk = host_disk();
+    let Some(out) = buildkit_build(&attack_step(&disk), "none") else {
         return;
-    }
-    let buildx = Command::new("docker").args(["buildx", "version"]).output();
-    if !buildx.is_ok_and(|o| o.status.success()) {
-        println!("skipped: no docker buildx on this host");
-        return;
-    }
-    let write = build(&from_image("RUN echo ok > /f && cat /f"), true);
-    assert!(write.success(), "{write}");
-    let mount = build(&from_image("RUN mount -t tmpfs none /mnt"), true);
-    assert!(!mount.success(), "mount in a RUN step worked: {mount}");
-    let caps = build(
-        &from_image("RUN grep -E '^(CapEff|NoNewPrivs):' /proc/self/status"),
-        true,
+    };
+    println!("{out}");
+    assert!(out.success(), "the RUN step must run: {out}");
+    assert_eq!(
+        build_field(&out, "PROBE=").as_deref(),
+        Some("done"),
+        "{out}"
     );
-    assert!(caps.success(), "{caps}");
-    let all = format!("{}{}", caps.stdout, caps.stderr);
+    let field = |k: &str| build_field(&out, k).unwrap_or_else(|| panic!("no {k} in {out}"));
+    let cap_eff = u64::from_str_radix(&field("CapEff:"), 16).expect("CapEff is hex");
+    // The build profile: `RUN echo ok > /f` works.
+    assert_eq!(field("ROOTW="), "yes", "{out}");
+    // mount needs CAP_SYS_ADMIN, which no BuildKit step gets either way.
+    assert_eq!(field("MOUNT="), "no", "mount in a RUN step worked: {out}");
+    // No raw read of the host's disk ({disk}), and no block device in /dev.
+    assert_eq!(field("RAWREAD="), "0", "read the host disk {disk}: {out}");
+    assert_eq!(field("BLOCKDEVS="), "0", "{out}");
     if lockdown_on() {
-        assert!(all.contains("CapEff:\t0000000000000000"), "{caps}");
-        assert!(all.contains("NoNewPrivs:\t1"), "{caps}");
+        assert_eq!(
+            cap_eff, 0,
+            "capabilities in a RUN step under lockdown: {out}"
+        );
+        assert_eq!(field("NoNewPrivs:"), "1", "{out}");
+        assert_eq!(field("MKNOD="), "no", "mknod under lockdown: {out}");
+    } else {
+        // The door: Docker's default capabilities, CAP_MKNOD among them.
+        assert_ne!(cap_eff, 0, "lockdown off: expected capabilities: {out}");
+        assert_eq!(field("NoNewPrivs:"), "0", "{out}");
+        assert_eq!(
+            field("MKNOD="),
+            "yes",
+            "lockdown off: expected mknod: {out}"
+        );
+    }
+}
+
+/// `docker buildx build --network host --allow network.host` (dockerd
+/// grants the entitlement by default): without lockdown the RUN step sees
+/// the host's interfaces (the stack's own bridge); under lockdown vibe-shim
+/// refuses a step without its own network namespace.
+#[test]
+#[ignore = "needs root and the test env: run tests/run.sh"]
+fn buildkit_host_network_is_refused_under_lockdown() {
+    let env = env();
+    let bridge = env.var("VIBE_TEST_BRIDGE").to_string();
+    let step = from_image("RUN cat /proc/net/dev; ip -o addr 2>/dev/null; echo PROBE=done");
+    let Some(out) = buildkit_build(&step, "host") else {
+        return;
+    };
+    println!("{out}");
+    // /proc/net/dev lines are `  <name>: counters`; `ip -o addr` `<n>: <name> inet`.
+    let sees_host = run_output(&out).iter().any(|l| {
+        l.trim_start().starts_with(&format!("{bridge}:")) || l.contains(&format!(" {bridge} "))
+    });
+    if lockdown_on() {
+        assert!(
+            !sees_host,
+            "host network ({bridge}) seen under lockdown: {out}"
+        );
+        if !out.success() {
+            assert!(
+                out.stderr.contains("vibe-shim"),
+                "refusal must name vibe-shim: {out}"
+            );
+        }
+    } else {
+        assert!(out.success(), "{out}");
+        assert!(
+            sees_host,
+            "lockdown off: expected the host's {bridge}: {out}"
+        );
     }
 }
