@@ -15,7 +15,9 @@
 # tree (Docker 28.5; tests/env/sid-up.sh makes the tree), run in a private
 # mount namespace after pivot_root by sid-up.sh's --inside mode, with the
 # same shared paths plus /run/docker/plugins (where it finds the plugin,
-# which runs on the host). Unset (the default): the host's dockerd (20.10).
+# which runs on the host and so judges paths in the host's view: the tests
+# use only paths that are the same in both). Unset (the default): the host's
+# dockerd (20.10).
 #
 # dockerd finds a v1 plugin by name in /run/docker/plugins (fixed, whatever
 # the exec-root), so the plugin is $AUTHZ_PLUGIN there. On hosts without
