@@ -9,6 +9,15 @@
 #   sudo tests/env/authz.sh plugin-start  # (re)starts the plugin only
 #   sudo tests/env/authz.sh plugin-stop
 #   sudo tests/env/authz.sh plugin-kill   # SIGKILL, stale socket left
+#   sudo tests/env/authz.sh e2e           # up, tests/tests/e2e_authz.rs, down
+#
+# VIBE_AUTHZ_SID_TREE=DIR: the gated dockerd is the one in that Debian sid
+# tree (Docker 28.5; tests/env/sid-up.sh makes the tree), run in a private
+# mount namespace after pivot_root by sid-up.sh's --inside mode, with the
+# same shared paths plus /run/docker/plugins (where it finds the plugin,
+# which runs on the host and so judges paths in the host's view: the tests
+# use only paths that are the same in both). Unset (the default): the host's
+# dockerd (20.10).
 #
 # dockerd finds a v1 plugin by name in /run/docker/plugins (fixed, whatever
 # the exec-root), so the plugin is $AUTHZ_PLUGIN there. On hosts without
@@ -24,7 +33,12 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=tests/env/common.sh
 . "$REPO/tests/env/common.sh"
 
-AUTHZ_STATE=${VIBE_AUTHZ_STATE:-/run/vibe-authz}
+SID_TREE_DIR=${VIBE_AUTHZ_SID_TREE:-}
+if [ -n "$SID_TREE_DIR" ]; then
+    AUTHZ_STATE=${VIBE_AUTHZ_STATE:-/run/vibe-authz-sid}
+else
+    AUTHZ_STATE=${VIBE_AUTHZ_STATE:-/run/vibe-authz}
+fi
 AUTHZ_DATA_ROOT=${VIBE_AUTHZ_DATA_ROOT:-/var/lib/vibe-authz}
 AUTHZ_PLUGIN=${VIBE_AUTHZ_PLUGIN:-vibe-shim-test}
 PLUGIN_SOCK=/run/docker/plugins/$AUTHZ_PLUGIN.sock
@@ -96,9 +110,20 @@ plugin_kill() {
 
 up() {
     need_root
-    mkdir -p "$AUTHZ_STATE" "$AUTHZ_DATA_ROOT" "$WORKTREES"
+    mkdir -p "$AUTHZ_STATE" "$WORKTREES" /run/docker/plugins
+    [ -n "$SID_TREE_DIR" ] || mkdir -p "$AUTHZ_DATA_ROOT"
     plugin_start
-    jq -n --arg rt "$RUNTIME" --arg path "$SHIM_BIN" --arg cfg "$POLICY" --arg plugin "$AUTHZ_PLUGIN" '{
+    local stack=host extra='{}'
+    if [ -n "$SID_TREE_DIR" ]; then
+        stack=sid
+        [ -x "$SID_TREE_DIR/usr/bin/dockerd" ] || [ -x "$SID_TREE_DIR/usr/sbin/dockerd" ] ||
+            die "no dockerd in $SID_TREE_DIR: make the tree with tests/env/sid-up.sh"
+        # The data-root is inside the tree; Docker >= 27 wants ip6tables
+        # off with iptables off.
+        extra=$(jq -n --arg dr "$AUTHZ_DATA_ROOT" '{"data-root": $dr, ip6tables: false}')
+    fi
+    jq -n --arg rt "$RUNTIME" --arg path "$SHIM_BIN" --arg cfg "$POLICY" --arg plugin "$AUTHZ_PLUGIN" \
+        --argjson extra "$extra" '{
         runtimes: {($rt): {path: $path, runtimeArgs: ["--config", $cfg]}},
         "default-runtime": $rt,
         "authorization-plugins": [$plugin],
@@ -108,17 +133,31 @@ up() {
         "ip-masq": false,
         "log-driver": "json-file",
         "storage-driver": "overlay2"
-    }' >"$AUTHZ_STATE/daemon.json"
+    } + $extra' >"$AUTHZ_STATE/daemon.json"
     if ! authz_dockerd_running; then
         rm -f "$AUTHZ_STATE/docker.pid" "$SOCK"
-        log "starting private dockerd for authz (log: $AUTHZ_STATE/dockerd.log)"
-        setsid dockerd \
-            --data-root "$AUTHZ_DATA_ROOT" \
-            --exec-root "$AUTHZ_STATE/exec" \
-            -H "unix://$SOCK" \
-            --pidfile "$AUTHZ_STATE/docker.pid" \
-            --config-file "$AUTHZ_STATE/daemon.json" \
-            </dev/null >>"$AUTHZ_STATE/dockerd.log" 2>&1 &
+        log "starting private $stack dockerd for authz (log: $AUTHZ_STATE/dockerd.log)"
+        if [ "$stack" = sid ]; then
+            # sid-up.sh --inside: exec-root $AUTHZ_STATE/exec, socket,
+            # pidfile and daemon.json in $AUTHZ_STATE, as below.
+            local shared shim_dir
+            shared="/tmp /var/tmp/vibe-test $AUDIT_DIR /run/vibe-shim /run/docker/plugins $AUTHZ_STATE $REPO"
+            shim_dir=$(dirname "$(readlink -f "$SHIM_BIN")")
+            case $shim_dir/ in "$REPO"/*) ;; *) shared="$shared $shim_dir" ;; esac
+            mkdir -p /run/vibe-shim "$AUDIT_DIR"
+            VIBE_TEST_SID_STATE=$AUTHZ_STATE SID_TREE=$SID_TREE_DIR SID_SHARED=$shared \
+                setsid unshare -m --propagation private -- \
+                bash "$REPO/tests/env/sid-up.sh" --inside \
+                </dev/null >>"$AUTHZ_STATE/dockerd.log" 2>&1 &
+        else
+            setsid dockerd \
+                --data-root "$AUTHZ_DATA_ROOT" \
+                --exec-root "$AUTHZ_STATE/exec" \
+                -H "unix://$SOCK" \
+                --pidfile "$AUTHZ_STATE/docker.pid" \
+                --config-file "$AUTHZ_STATE/daemon.json" \
+                </dev/null >>"$AUTHZ_STATE/dockerd.log" 2>&1 &
+        fi
     fi
     local deadline=$((SECONDS + 60))
     until docker -H "unix://$SOCK" version >/dev/null 2>&1; do
@@ -140,6 +179,8 @@ AUTHZ_PLUGIN_SOCK=$PLUGIN_SOCK
 AUTHZ_PLUGIN_LOG=$AUTHZ_STATE/plugin.log
 AUTHZ_RUNTIME=$RUNTIME
 AUTHZ_SCRIPT=$REPO/tests/env/authz.sh
+AUTHZ_STACK=$stack
+AUTHZ_DOCKER_VERSION=$(docker -H "unix://$SOCK" version --format '{{.Server.Version}}')
 EOF
     mv "$AUTHZ_STATE/env.tmp" "$AUTHZ_STATE/env"
     log "authz ready: DOCKER_HOST=unix://$SOCK"
@@ -161,11 +202,27 @@ down() {
     rm -f "$AUTHZ_STATE/docker.pid" "$SOCK"
 }
 
+# up, the e2e_authz suite (VIBE_AUTHZ_E2E=1), down (always): tests/run.sh's
+# e2e-authz step and tests/env/sid-run.sh's. Non-zero if any part failed.
+e2e() {
+    local rc=0
+    # A subshell: up's `die` exits, and down must still run.
+    (up) || rc=1
+    if [ "$rc" = 0 ]; then
+        VIBE_AUTHZ_E2E=1 VIBE_AUTHZ_STATE=$AUTHZ_STATE \
+            cargo test --release --no-fail-fast -p vibe-shim-tests --test e2e_authz \
+            -- --ignored --test-threads="${VIBE_AUTHZ_THREADS:-2}" || rc=1
+    fi
+    down || rc=1
+    return "$rc"
+}
+
 case ${1:-} in
 up) up ;;
+e2e) e2e ;;
 down) down ;;
 plugin-start) plugin_start ;;
 plugin-stop) plugin_stop ;;
 plugin-kill) plugin_kill ;;
-*) die "usage: $0 up|down|plugin-start|plugin-stop|plugin-kill" ;;
+*) die "usage: $0 up|down|e2e|plugin-start|plugin-stop|plugin-kill" ;;
 esac

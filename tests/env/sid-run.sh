@@ -61,3 +61,10 @@ fi
 if [ -f tests/env/sid-lockdown.sh ]; then
     timed lockdown bash tests/env/sid-lockdown.sh
 fi
+# The API gate against the tree's Docker 28: tests/env/authz.sh starts the
+# plugin and a gated dockerd of its own from the same tree, runs
+# e2e_authz.rs, and stops both (before sid-down.sh removes the tree).
+if [ -f tests/tests/e2e_authz.rs ]; then
+    timed e2e-authz env VIBE_AUTHZ_SID_TREE="$(cat "$VIBE_TEST_STATE/tree" 2>/dev/null || echo /nonexistent)" \
+        bash tests/env/authz.sh e2e
+fi

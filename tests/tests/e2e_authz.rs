@@ -16,6 +16,10 @@ use vibe_shim_tests::docker::{run_bounded, runtime, unique_name, Output, IMAGE};
 static PLUGIN: RwLock<()> = RwLock::new(());
 
 struct AuthzEnv {
+    state: String,
+    runtime: String,
+    /// `host` (Docker 20.10) or `sid` (Docker 28.5).
+    stack: String,
     docker_host: String,
     plugin: String,
     plugin_log: PathBuf,
@@ -44,6 +48,13 @@ fn authz_env() -> Option<AuthzEnv> {
         "the authz dockerd registers another runtime than runtime(): set VIBE_TEST_RUNTIME alike"
     );
     Some(AuthzEnv {
+        state,
+        runtime: get("AUTHZ_RUNTIME"),
+        stack: text
+            .lines()
+            .find_map(|l| l.strip_prefix("AUTHZ_STACK="))
+            .unwrap_or("host")
+            .to_string(),
         docker_host: get("DOCKER_HOST"),
         plugin: get("AUTHZ_PLUGIN"),
         plugin_log: PathBuf::from(get("AUTHZ_PLUGIN_LOG")),
@@ -152,6 +163,8 @@ fn named<'a>(env: &'a AuthzEnv, tag: &str) -> Named<'a> {
 }
 
 const WORKTREES: &str = "/var/tmp/vibe-test/worktrees";
+/// Outside the allowlist, and the same path in the sid tree's namespace.
+const SHARED: &str = "/var/tmp/vibe-test";
 
 #[test]
 #[ignore = "needs root and the authz env: run tests/run.sh"]
@@ -186,7 +199,8 @@ fn bind_outside_the_allowlist_is_refused_in_one_line() {
 fn refused_bind_source_directory_is_never_created() {
     let Some(env) = authz_env() else { return };
     let _g = shared();
-    let parent = PathBuf::from("/var/tmp").join(unique_name("authz-missing"));
+    // /var/tmp/vibe-test is the same directory for the sid tree's dockerd.
+    let parent = PathBuf::from(SHARED).join(unique_name("authz-missing"));
     let source = parent.join("sub");
     let c = named(&env, "authz-missing");
     let bind = format!("{}:/x", source.display());
@@ -423,12 +437,17 @@ fn plugin_down_means_dockerd_refuses() {
     let Some(env) = authz_env() else { return };
     let _alone = PLUGIN.write().unwrap_or_else(|e| e.into_inner());
     let script = |verb: &str| {
+        // The same plugin, state and runtime as the env's `up`.
         let mut cmd = Command::new("bash");
-        cmd.arg(&env.script).arg(verb);
+        cmd.arg(&env.script)
+            .arg(verb)
+            .env("VIBE_AUTHZ_STATE", &env.state)
+            .env("VIBE_AUTHZ_PLUGIN", &env.plugin)
+            .env("VIBE_TEST_RUNTIME", &env.runtime);
         run_bounded(cmd, None, Duration::from_secs(60))
     };
     script("plugin-kill").ok();
-    let marker = PathBuf::from("/var/tmp").join(unique_name("authz-down"));
+    let marker = PathBuf::from(SHARED).join(unique_name("authz-down"));
     let c = named(&env, "authz-down");
     let bind = format!("{}:/x", marker.display());
     // dockerd retries an unreachable plugin for about 30 s, then refuses.
@@ -469,4 +488,185 @@ fn plugin_down_means_dockerd_refuses() {
     assert!(restarted.success(), "{restarted}");
     let out = env.docker(&["run", "--rm", "--network", "none", IMAGE, "true"]);
     assert!(out.success(), "after restart: {out}");
+}
+
+// ---- Docker 28 (API 1.51) doors: refused on both stacks -----------------------
+
+/// An allowed worktree the container would write `ran` into: host evidence
+/// that it never ran. Removed on drop.
+struct Evidence(PathBuf);
+
+impl Evidence {
+    fn new(tag: &str) -> Self {
+        let dir = Path::new(WORKTREES).join(unique_name(tag));
+        std::fs::create_dir_all(&dir).unwrap();
+        Evidence(dir)
+    }
+
+    fn bind(&self) -> String {
+        format!("{}:/w", self.0.display())
+    }
+
+    fn assert_never_ran(&self) {
+        assert!(
+            !self.0.join("ran").exists(),
+            "the container ran: {}",
+            self.0.display()
+        );
+    }
+}
+
+impl Drop for Evidence {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `docker run` with `extra` flags and the evidence bind, `touch /w/ran`.
+fn run_door(env: &AuthzEnv, tag: &str, extra: &[&str], rule: &str) {
+    let ev = Evidence::new(tag);
+    let c = named(env, tag);
+    let bind = ev.bind();
+    let mut args = vec![
+        "run",
+        "--rm",
+        "--name",
+        &c.name,
+        "--network",
+        "none",
+        "-v",
+        &bind,
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[IMAGE, "touch", "/w/ran"]);
+    let out = env.docker(&args);
+    env.assert_refused(&out, rule);
+    ev.assert_never_ran();
+}
+
+/// The raw create body (API 1.51 path) with the evidence bind merged in.
+fn create_door(env: &AuthzEnv, tag: &str, host_config: serde_json::Value, rule: &str) {
+    let ev = Evidence::new(tag);
+    let mut hc = host_config;
+    hc["Binds"] = serde_json::json!([ev.bind()]);
+    hc["NetworkMode"] = serde_json::json!("none");
+    let body = serde_json::json!({"Image": IMAGE, "Cmd": ["touch", "/w/ran"], "HostConfig": hc});
+    let mut answer = env.api("POST", "/v1.51/containers/create", &body.to_string());
+    // 20.10 may answer a version above its own (1.41) before the plugin.
+    if answer.0 == 400 && answer.1.contains("version") {
+        answer = env.api("POST", "/v1.41/containers/create", &body.to_string());
+    }
+    let (code, text) = answer;
+    assert_eq!(code, 403, "{body} -> {text}");
+    let want = format!(
+        "authorization denied by plugin {}: vibe-shim: {rule}: ",
+        env.plugin
+    );
+    assert!(text.contains(&want), "{body} -> {text}");
+    ev.assert_never_ran();
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn mount_type_image_is_refused() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    create_door(
+        &env,
+        "authz-image",
+        serde_json::json!({"Mounts": [{"Type": "image", "Source": IMAGE, "Target": "/img",
+            "ImageOptions": {"Subpath": "bin"}}]}),
+        "authz-binds",
+    );
+    if env.stack == "sid" {
+        // Docker 28's CLI spelling (API >= 1.48).
+        let mount = format!("type=image,source={IMAGE},target=/img,image-subpath=bin");
+        run_door(&env, "authz-image-cli", &["--mount", &mount], "authz-binds");
+    }
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn volume_subpath_is_refused() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    // A local volume that binds an allowed directory (allowed), holding a
+    // symlink to the host's /etc that a container could have planted.
+    let vdir = Evidence::new("authz-subpath-vol");
+    std::os::unix::fs::symlink("/etc", vdir.0.join("link")).unwrap();
+    let v = Named {
+        env: &env,
+        name: unique_name("authz-subpath"),
+        volume: true,
+    };
+    let device = format!("device={}", vdir.0.display());
+    let out = env.docker(&[
+        "volume",
+        "create",
+        "-d",
+        "local",
+        "-o",
+        "type=none",
+        "-o",
+        "o=bind",
+        "-o",
+        &device,
+        &v.name,
+    ]);
+    assert!(out.success(), "{out}");
+    create_door(
+        &env,
+        "authz-subpath",
+        serde_json::json!({"Mounts": [{"Type": "volume", "Source": v.name, "Target": "/x",
+            "VolumeOptions": {"Subpath": "link"}}]}),
+        "authz-binds",
+    );
+    if env.stack == "sid" {
+        let mount = format!(
+            "type=volume,source={},target=/x,volume-subpath=link",
+            v.name
+        );
+        run_door(
+            &env,
+            "authz-subpath-cli",
+            &["--mount", &mount],
+            "authz-binds",
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn device_requests_and_annotations_are_refused() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    run_door(&env, "authz-gpus", &["--gpus", "all"], "authz-devices");
+    create_door(
+        &env,
+        "authz-cdi",
+        serde_json::json!({"DeviceRequests": [{"Driver": "cdi",
+            "DeviceIDs": ["vendor.example/gpu=0"]}]}),
+        "authz-devices",
+    );
+    create_door(
+        &env,
+        "authz-annot",
+        serde_json::json!({"Annotations": {"org.systemd.property.TasksMax": "infinity"}}),
+        "authz-annotations",
+    );
+    if env.stack == "sid" {
+        run_door(
+            &env,
+            "authz-annot-cli",
+            &["--annotation", "org.systemd.property.TasksMax=infinity"],
+            "authz-annotations",
+        );
+    }
+    // A HostConfig field no API up to 1.51 has: the gate cannot judge it.
+    create_door(
+        &env,
+        "authz-unknown",
+        serde_json::json!({"HostMounts": ["/etc"]}),
+        "authz-body",
+    );
 }

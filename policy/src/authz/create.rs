@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::volume::{self, is_local};
-use super::{host_path, parse_body, Cx, RULE_BINDS};
+use super::{host_path, parse_body, Cx, RULE_ANNOTATIONS, RULE_BINDS, RULE_DEVICES};
 use crate::decision::Denial;
 use crate::gojson::Kind;
 
@@ -42,37 +42,47 @@ fn judge_config(body: &[u8], kind: &'static Kind, cx: &Cx) -> Result<(), Denial>
             "request body is not a JSON object",
         ));
     }
-    // The top level: the create body's deprecated embedded HostConfig, or
-    // the start body's HostConfig itself.
-    judge_host_config(&doc, "", cx)?;
-    let effective = match doc.get("HostConfig") {
-        None | Some(Value::Null) => &doc,
-        Some(inner @ Value::Object(_)) => {
-            judge_host_config(inner, "/HostConfig", cx)?;
-            // moby: the inner HostConfig wins over the embedded one.
-            if let Some(Value::String(rt)) = doc.get("Runtime") {
-                judge_runtime(rt, "/Runtime", cx)?;
+    let start = std::ptr::eq(kind, &super::schema::HOST_CONFIG_KIND);
+    // The top level: the create body's deprecated embedded HostConfig
+    // (read by 20.10 when `HostConfig` is absent, ignored by Docker >= 23),
+    // or the start body's HostConfig itself.
+    judge_host_config(&doc, "", start, cx)?;
+    // Every runtime some engine version could pick is judged.
+    if let Some(rt) = doc.get("Runtime").filter(|v| !v.is_null()) {
+        let Value::String(rt) = rt else {
+            return Err(type_denial("/Runtime", rt, "a string"));
+        };
+        judge_runtime(rt, "/Runtime", cx)?;
+    }
+    match doc.get("HostConfig") {
+        Some(inner @ Value::Object(_)) if !start => {
+            judge_host_config(inner, "/HostConfig", true, cx)?;
+            let runtime = match inner.get("Runtime") {
+                None | Some(Value::Null) => "",
+                Some(Value::String(rt)) => rt.as_str(),
+                Some(other) => return Err(type_denial("/HostConfig/Runtime", other, "a string")),
+            };
+            judge_runtime(runtime, "/HostConfig/Runtime", cx)
+        }
+        // Docker >= 23 without a HostConfig: the daemon's default runtime.
+        None | Some(Value::Null) if !start => judge_runtime("", "/HostConfig/Runtime", cx),
+        None | Some(Value::Null) => {
+            if doc.get("Runtime").is_none_or(Value::is_null) {
+                judge_runtime("", "/Runtime", cx)?;
             }
-            inner
+            Ok(())
         }
-        Some(other) => {
-            return Err(type_denial("/HostConfig", other, "an object"));
-        }
-    };
-    let prefix = if std::ptr::eq(effective, &doc) {
-        ""
-    } else {
-        "/HostConfig"
-    };
-    let runtime = match effective.get("Runtime") {
-        None | Some(Value::Null) => "",
-        Some(Value::String(rt)) => rt.as_str(),
-        Some(other) => return Err(type_denial(&format!("{prefix}/Runtime"), other, "a string")),
-    };
-    judge_runtime(runtime, &format!("{prefix}/Runtime"), cx)
+        Some(other) => Err(type_denial("/HostConfig", other, "an object")),
+    }
 }
 
-fn judge_host_config(hc: &Value, prefix: &str, cx: &Cx) -> Result<(), Denial> {
+/// `strict`: `hc` is a HostConfig object itself, so a key that is not a
+/// field of Docker 28.5's `container.HostConfig` (a superset of 20.10's) is
+/// refused; the create body's top level also holds `container.Config`.
+fn judge_host_config(hc: &Value, prefix: &str, strict: bool, cx: &Cx) -> Result<(), Denial> {
+    if strict {
+        known_keys(hc, HOST_CONFIG_KEYS, prefix)?;
+    }
     for (i, spec) in strings(hc, "Binds", prefix)?.into_iter().enumerate() {
         judge_bind_spec(spec, &format!("{prefix}/Binds/{i}"), cx)?;
     }
@@ -88,6 +98,42 @@ fn judge_host_config(hc: &Value, prefix: &str, cx: &Cx) -> Result<(), Denial> {
     }
     // Checked for type only; see the module comment.
     strings(hc, "VolumesFrom", prefix)?;
+    // What a device request adds (CDI specs' devices, mounts and hooks,
+    // the nvidia prestart hook) is chosen by files on the host, not by
+    // anything the gate sees; the policy grants no devices.
+    let field = format!("{prefix}/DeviceRequests");
+    match hc.get("DeviceRequests") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) if list.is_empty() => {}
+        Some(Value::Array(_)) => {
+            return Err(Denial::new(
+                RULE_DEVICES,
+                field,
+                short(&hc["DeviceRequests"]),
+                "device requests (--gpus, CDI devices) are refused: what they add to the \
+                 container comes from host files vibe-shim does not judge",
+            ))
+        }
+        Some(other) => return Err(type_denial(&field, other, "a list")),
+    }
+    // API 1.43 annotations go into the OCI spec, where runc
+    // (`org.systemd.property.*`), containerd and others read them.
+    let field = format!("{prefix}/Annotations");
+    match hc.get("Annotations") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) if map.is_empty() => {}
+        Some(Value::Object(map)) => {
+            let key = map.keys().next().map(String::as_str).unwrap_or_default();
+            return Err(Denial::new(
+                RULE_ANNOTATIONS,
+                field,
+                super::one_line(key, 256),
+                "annotations are refused: runc and containerd act on some of them \
+                 (org.systemd.property.*), and vibe-shim does not judge them",
+            ));
+        }
+        Some(other) => return Err(type_denial(&field, other, "an object")),
+    }
     Ok(())
 }
 
@@ -108,45 +154,75 @@ fn judge_mount(mount: &Value, field: &str, cx: &Cx) -> Result<(), Denial> {
     if !mount.is_object() {
         return Err(type_denial(field, mount, "an object"));
     }
-    let text = |key: &str| -> Result<&str, Denial> {
-        match mount.get(key) {
-            None | Some(Value::Null) => Ok(""),
-            Some(Value::String(s)) => Ok(s.as_str()),
-            Some(other) => Err(type_denial(&format!("{field}/{key}"), other, "a string")),
+    let text = |value: Option<&Value>, at: &str| -> Result<String, Denial> {
+        match value {
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(other) => Err(type_denial(&format!("{field}{at}"), other, "a string")),
         }
     };
-    let kind = text("Type")?;
-    match kind {
+    // Options objects: absent, null, or an object of known keys only.
+    let options = |key: &str, keys: &[&str]| -> Result<Option<&Value>, Denial> {
+        match mount.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v @ Value::Object(_)) => {
+                known_keys(v, keys, &format!("{field}/{key}"))?;
+                Ok(Some(v))
+            }
+            Some(other) => Err(type_denial(&format!("{field}/{key}"), other, "an object")),
+        }
+    };
+    let kind = text(mount.get("Type"), "/Type")?;
+    if !matches!(kind.as_str(), "bind" | "volume" | "tmpfs") {
+        return Err(Denial::new(
+            RULE_BINDS,
+            format!("{field}/Type"),
+            kind,
+            "mount type vibe-shim does not judge (bind, volume and tmpfs only; not image, \
+             cluster or npipe)",
+        ));
+    }
+    known_keys(mount, MOUNT_KEYS, field)?;
+    options("BindOptions", BIND_OPTION_KEYS)?;
+    options("TmpfsOptions", TMPFS_OPTION_KEYS)?;
+    let volume_options = options("VolumeOptions", VOLUME_OPTION_KEYS)?;
+    match kind.as_str() {
         "bind" => host_path(
-            text("Source")?,
+            &text(mount.get("Source"), "/Source")?,
             &format!("{field}/Source"),
             RULE_BINDS,
             cx.policy,
             cx.host,
         ),
         "volume" => {
-            let config = mount
-                .get("VolumeOptions")
-                .and_then(|v| v.get("DriverConfig"))
-                .filter(|v| !v.is_null());
-            let Some(config) = config else {
+            let Some(volume_options) = volume_options else {
                 return Ok(());
             };
+            // dockerd resolves a subpath in the volume's content, which
+            // containers write; vibe-shim judges no path it cannot see.
+            let subpath = text(volume_options.get("Subpath"), "/VolumeOptions/Subpath")?;
+            if !subpath.is_empty() {
+                return Err(Denial::new(
+                    RULE_BINDS,
+                    format!("{field}/VolumeOptions/Subpath"),
+                    super::one_line(&subpath, 256),
+                    "volume subpaths are refused: dockerd resolves them inside volume \
+                     content a container can write",
+                ));
+            }
             let config_field = format!("{field}/VolumeOptions/DriverConfig");
-            let name = match config.get("Name") {
-                None | Some(Value::Null) => "",
-                Some(Value::String(s)) => s.as_str(),
-                Some(other) => {
-                    return Err(type_denial(
-                        &format!("{config_field}/Name"),
-                        other,
-                        "a string",
-                    ))
+            let config = match volume_options.get("DriverConfig") {
+                None | Some(Value::Null) => return Ok(()),
+                Some(v @ Value::Object(_)) => {
+                    known_keys(v, DRIVER_KEYS, &config_field)?;
+                    v
                 }
+                Some(other) => return Err(type_denial(&config_field, other, "an object")),
             };
+            let name = text(config.get("Name"), "/VolumeOptions/DriverConfig/Name")?;
             match config.get("Options") {
                 None | Some(Value::Null) => Ok(()),
-                Some(Value::Object(options)) if is_local(name) => volume::judge_local_options(
+                Some(Value::Object(options)) if is_local(&name) => volume::judge_local_options(
                     options,
                     &format!("{config_field}/Options"),
                     cx.policy,
@@ -162,15 +238,133 @@ fn judge_mount(mount: &Value, field: &str, cx: &Cx) -> Result<(), Denial> {
                 )),
             }
         }
-        "tmpfs" => Ok(()),
-        other => Err(Denial::new(
-            RULE_BINDS,
-            format!("{field}/Type"),
-            other,
-            "mount type vibe-shim does not judge (bind, volume and tmpfs only)",
-        )),
+        // tmpfs; other types were refused above.
+        _ => Ok(()),
     }
 }
+
+/// Refuses a key of `obj` that is not in `keys` (exact spelling), or one
+/// of `MUST_BE_NULL` with a value: a field the gate does not know may carry
+/// what it cannot judge (a newer API's host path), so it fails closed.
+fn known_keys(obj: &Value, keys: &[&str], field: &str) -> Result<(), Denial> {
+    let Value::Object(map) = obj else {
+        return Ok(());
+    };
+    for (key, value) in map {
+        if keys.contains(&key.as_str()) {
+            continue;
+        }
+        if value.is_null() && MUST_BE_NULL.contains(&key.as_str()) {
+            continue;
+        }
+        return Err(Denial::new(
+            super::RULE_BODY,
+            format!("{field}/{}", super::one_line(key, 64)),
+            short(value),
+            "a field vibe-shim does not judge (unknown to it, or for a mount type it refuses)",
+        ));
+    }
+    Ok(())
+}
+
+/// Every field of Docker 28.5's (API 1.51) `container.HostConfig`, with
+/// its embedded `Resources`, as JSON names. 20.10's are a subset.
+const HOST_CONFIG_KEYS: &[&str] = &[
+    "CpuShares",
+    "Memory",
+    "NanoCpus",
+    "CgroupParent",
+    "BlkioWeight",
+    "BlkioWeightDevice",
+    "BlkioDeviceReadBps",
+    "BlkioDeviceWriteBps",
+    "BlkioDeviceReadIOps",
+    "BlkioDeviceWriteIOps",
+    "CpuPeriod",
+    "CpuQuota",
+    "CpuRealtimePeriod",
+    "CpuRealtimeRuntime",
+    "CpusetCpus",
+    "CpusetMems",
+    "Devices",
+    "DeviceCgroupRules",
+    "DeviceRequests",
+    "KernelMemory",
+    "KernelMemoryTCP",
+    "MemoryReservation",
+    "MemorySwap",
+    "MemorySwappiness",
+    "OomKillDisable",
+    "PidsLimit",
+    "Ulimits",
+    "CpuCount",
+    "CpuPercent",
+    "IOMaximumIOps",
+    "IOMaximumBandwidth",
+    "Binds",
+    "ContainerIDFile",
+    "LogConfig",
+    "NetworkMode",
+    "PortBindings",
+    "RestartPolicy",
+    "AutoRemove",
+    "VolumeDriver",
+    "VolumesFrom",
+    "ConsoleSize",
+    "Annotations",
+    "CapAdd",
+    "CapDrop",
+    "CgroupnsMode",
+    "Dns",
+    "DnsOptions",
+    "DnsSearch",
+    "ExtraHosts",
+    "GroupAdd",
+    "IpcMode",
+    "Cgroup",
+    "Links",
+    "OomScoreAdj",
+    "PidMode",
+    "Privileged",
+    "PublishAllPorts",
+    "ReadonlyRootfs",
+    "SecurityOpt",
+    "StorageOpt",
+    "Tmpfs",
+    "UTSMode",
+    "UsernsMode",
+    "ShmSize",
+    "Sysctls",
+    "Runtime",
+    "Isolation",
+    "Mounts",
+    "MaskedPaths",
+    "ReadonlyPaths",
+    "Init",
+];
+/// `mount.Mount` (API 1.51) minus `ImageOptions` and `ClusterOptions`,
+/// which only the refused types `image` and `cluster` use.
+const MOUNT_KEYS: &[&str] = &[
+    "Type",
+    "Source",
+    "Target",
+    "ReadOnly",
+    "Consistency",
+    "BindOptions",
+    "VolumeOptions",
+    "TmpfsOptions",
+];
+const MUST_BE_NULL: &[&str] = &["ImageOptions", "ClusterOptions"];
+const BIND_OPTION_KEYS: &[&str] = &[
+    "Propagation",
+    "NonRecursive",
+    "CreateMountpoint",
+    "ReadOnlyNonRecursive",
+    "ReadOnlyForceRecursive",
+];
+const VOLUME_OPTION_KEYS: &[&str] = &["NoCopy", "Labels", "Subpath", "DriverConfig"];
+const DRIVER_KEYS: &[&str] = &["Name", "Options"];
+const TMPFS_OPTION_KEYS: &[&str] = &["SizeBytes", "Mode", "Options"];
 
 /// The runtime a container gets: `""` is dockerd's default runtime.
 fn judge_runtime(name: &str, field: &str, cx: &Cx) -> Result<(), Denial> {

@@ -10,7 +10,10 @@
 //! Refused (see README "API gate"):
 //! - container create (and a pre-1.24 start with a HostConfig) with a bind
 //!   or mount source outside `[[filesystem.bind]]`, a local volume that is a
-//!   host mount, or a runtime not in the gate's list ([`create`]);
+//!   host mount, or a runtime not in the gate's list ([`create`]); a mount
+//!   of type image/cluster/npipe, a volume `Subpath`, `DeviceRequests`
+//!   (`--gpus`, CDI), `Annotations`, and any HostConfig or mount field
+//!   Docker 28.5 (API 1.51) does not have: what the gate cannot judge;
 //! - `POST /volumes/create` of such a local volume ([`volume`]);
 //! - `docker cp` (`/containers/{id}/archive`, legacy `/copy`): dockerd
 //!   mounts the container's binds on the host and walks them as root,
@@ -52,6 +55,8 @@ pub const RULE_REQUEST: &str = "authz-request";
 pub const RULE_ARCHIVE: &str = "authz-archive";
 pub const RULE_PLUGINS: &str = "authz-plugins";
 pub const RULE_SWARM: &str = "authz-swarm";
+pub const RULE_DEVICES: &str = "authz-devices";
+pub const RULE_ANNOTATIONS: &str = "authz-annotations";
 pub use create::RULE_RUNTIME;
 pub use volume::RULE as RULE_VOLUME;
 

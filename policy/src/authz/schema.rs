@@ -42,6 +42,9 @@ const MOUNT: Kind = Struct(&[
             ),
         ]),
     ),
+    // API >= 1.48 / 1.42: only the refused types `image` and `cluster`.
+    Field("ImageOptions", Struct(&[Field("Subpath", Leaf)])),
+    Field("ClusterOptions", Any),
     Field(
         "TmpfsOptions",
         Struct(&[
@@ -54,6 +57,8 @@ const MOUNT: Kind = Struct(&[
 
 /// The judged fields of `container.HostConfig`.
 pub const HOST_CONFIG: &[Field] = &[
+    Field("DeviceRequests", Any),
+    Field("Annotations", Map(&Leaf)),
     Field("Binds", STRINGS),
     Field("Mounts", List(&MOUNT)),
     Field("Runtime", Leaf),
@@ -67,6 +72,8 @@ pub const HOST_CONFIG: &[Field] = &[
 /// read at the top level (used when `HostConfig` is absent). Both places are
 /// judged. No `container.Config` field shares a name with these.
 pub const CREATE: &[Field] = &[
+    Field("DeviceRequests", Any),
+    Field("Annotations", Map(&Leaf)),
     Field("Binds", STRINGS),
     Field("Mounts", List(&MOUNT)),
     Field("Runtime", Leaf),

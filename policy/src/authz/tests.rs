@@ -386,3 +386,244 @@ proptest! {
         prop_assert!(!d.message().contains('\n'));
     }
 }
+
+// ---- Docker 28 (API 1.51) ---------------------------------------------------
+
+fn only_ours() -> Gate {
+    Gate {
+        runtimes: vec!["vibe-shim".into()],
+        default_runtime: "runc".into(),
+    }
+}
+
+#[test]
+fn docker28_ignores_top_level_host_config_fields_so_runtime_is_the_default() {
+    // Docker >= 23 decodes `container.CreateRequest`, which no longer embeds
+    // a HostConfig: without `HostConfig`, a top-level `Runtime` is ignored
+    // and the daemon default (runc here) runs. 20.10 would read it.
+    let host = FakeHost::new();
+    for body in [
+        r#"{"Image":"x","Runtime":"vibe-shim"}"#,
+        r#"{"Image":"x","Runtime":"vibe-shim","HostConfig":null}"#,
+    ] {
+        let d = decide_with(
+            "POST",
+            "/containers/create",
+            body.as_bytes(),
+            &host,
+            &only_ours(),
+        );
+        assert_eq!(denied(&d).rule, RULE_RUNTIME, "{body}");
+        assert!(denied(&d).value.contains("daemon default: runc"), "{d:?}");
+    }
+    let ours_default = Gate {
+        default_runtime: "vibe-shim".into(),
+        ..only_ours()
+    };
+    let body = br#"{"Image":"x","Runtime":"vibe-shim"}"#;
+    assert!(decide_with("POST", "/containers/create", body, &host, &ours_default).allowed());
+}
+
+#[test]
+fn docker28_mount_fields_the_gate_cannot_judge_are_refused() {
+    for (mount, field) in [
+        // type=image mounts an image's filesystem (dockerd does it).
+        (
+            json!({"Type":"image","Source":"busybox","Target":"/x","ImageOptions":{"Subpath":"etc"}}),
+            "/HostConfig/Mounts/0/Type",
+        ),
+        (
+            json!({"Type":"cluster","Source":"v","Target":"/x","ClusterOptions":{}}),
+            "/HostConfig/Mounts/0/Type",
+        ),
+        // A subpath is resolved by dockerd inside volume content the
+        // container writes.
+        (
+            json!({"Type":"volume","Source":"v","Target":"/x","VolumeOptions":{"Subpath":"a/b"}}),
+            "/HostConfig/Mounts/0/VolumeOptions/Subpath",
+        ),
+        // Options for another type, and fields no API version has.
+        (
+            json!({"Type":"tmpfs","Target":"/x","ImageOptions":{"Subpath":"x"}}),
+            "/HostConfig/Mounts/0/ImageOptions",
+        ),
+        (
+            json!({"Type":"tmpfs","Target":"/x","FutureOptions":{"Source":"/etc"}}),
+            "/HostConfig/Mounts/0/FutureOptions",
+        ),
+        (
+            json!({"Type":"bind","Source":"/srv/wt","Target":"/x","BindOptions":{"FollowHost":true}}),
+            "/HostConfig/Mounts/0/BindOptions/FollowHost",
+        ),
+        (
+            json!({"Type":"volume","Source":"v","Target":"/x","VolumeOptions":{"Device":"/etc"}}),
+            "/HostConfig/Mounts/0/VolumeOptions/Device",
+        ),
+        (
+            json!({"Type":"volume","Source":"v","Target":"/x","VolumeOptions":{"DriverConfig":{"Name":"local","Device":"/etc"}}}),
+            "/HostConfig/Mounts/0/VolumeOptions/DriverConfig/Device",
+        ),
+        (
+            json!({"Type":"tmpfs","Target":"/x","TmpfsOptions":{"Source":"/etc"}}),
+            "/HostConfig/Mounts/0/TmpfsOptions/Source",
+        ),
+    ] {
+        let body = json!({"Image": "x", "HostConfig": {"Mounts": [mount]}}).to_string();
+        let d = create(&body);
+        assert_eq!(denied(&d).field, field, "{body}");
+    }
+    // What Docker 28's CLI sends for allowed mounts still passes.
+    for mount in [
+        json!({"Type":"bind","Source":"/srv/wt/a","Target":"/x","ReadOnly":true,
+            "BindOptions":{"Propagation":"rprivate","NonRecursive":true,"CreateMountpoint":true,
+            "ReadOnlyNonRecursive":true,"ReadOnlyForceRecursive":false},"Consistency":"default"}),
+        json!({"Type":"volume","Source":"v","Target":"/x","VolumeOptions":{"NoCopy":true,
+            "Labels":{"a":"b"},"Subpath":"","DriverConfig":{"Name":"local","Options":{}}}}),
+        json!({"Type":"tmpfs","Target":"/x","TmpfsOptions":{"SizeBytes":1024,"Mode":448,
+            "Options":[["exec"]]},"ImageOptions":null,"ClusterOptions":null}),
+    ] {
+        let body = json!({"Image": "x", "HostConfig": {"Mounts": [mount]}}).to_string();
+        assert!(create(&body).allowed(), "{body}");
+    }
+    // CreateMountpoint makes dockerd create the source: judged like `-v`.
+    let d = create(
+        r#"{"HostConfig":{"Mounts":[{"Type":"bind","Source":"/etc/new","Target":"/x",
+            "BindOptions":{"CreateMountpoint":true}}]}}"#,
+    );
+    assert_eq!(denied(&d).rule, RULE_BINDS);
+}
+
+#[test]
+fn docker28_device_requests_and_annotations_are_refused() {
+    for (body, rule, field) in [
+        // CDI (`--device vendor.com/gpu=0`, Docker 28) and `--gpus`: the
+        // devices, mounts and hooks they add come from host spec files.
+        (
+            r#"{"HostConfig":{"DeviceRequests":[{"Driver":"cdi","DeviceIDs":["vendor.com/gpu=0"]}]}}"#,
+            RULE_DEVICES,
+            "/HostConfig/DeviceRequests",
+        ),
+        (
+            r#"{"HostConfig":{"DeviceRequests":[{"Count":-1,"Capabilities":[["gpu"]]}]}}"#,
+            RULE_DEVICES,
+            "/HostConfig/DeviceRequests",
+        ),
+        // 20.10 reads the top-level copy when HostConfig is absent.
+        (
+            r#"{"DeviceRequests":[{"Driver":"nvidia","Count":1}]}"#,
+            RULE_DEVICES,
+            "/DeviceRequests",
+        ),
+        // API 1.43: runc reads `org.systemd.property.*` (TasksMax=infinity
+        // under the systemd cgroup driver), containerd reads its own.
+        (
+            r#"{"HostConfig":{"Annotations":{"org.systemd.property.TasksMax":"uint64 18446744073709551615"}}}"#,
+            RULE_ANNOTATIONS,
+            "/HostConfig/Annotations",
+        ),
+        // A HostConfig field no API version up to 1.51 has.
+        (
+            r#"{"HostConfig":{"HostMounts":["/etc"]}}"#,
+            RULE_BODY,
+            "/HostConfig/HostMounts",
+        ),
+        // Go would fold this into Privileged; the gate wants exact keys.
+        (
+            r#"{"HostConfig":{"privileged":true}}"#,
+            RULE_BODY,
+            "/HostConfig/privileged",
+        ),
+    ] {
+        let d = create(body);
+        assert_eq!(denied(&d).rule, rule, "{body}");
+        assert_eq!(denied(&d).field, field, "{body}");
+    }
+    for body in [
+        r#"{"HostConfig":{"DeviceRequests":[],"Annotations":{}}}"#,
+        r#"{"HostConfig":{"DeviceRequests":null,"Annotations":null}}"#,
+        // What the 28 CLI sends for a plain `docker run`.
+        r#"{"Hostname":"","Image":"x","HostConfig":{"Binds":null,"ContainerIDFile":"",
+            "LogConfig":{"Type":"","Config":{}},"NetworkMode":"none","PortBindings":{},
+            "RestartPolicy":{"Name":"no","MaximumRetryCount":0},"AutoRemove":true,
+            "VolumeDriver":"","VolumesFrom":null,"ConsoleSize":[0,0],"CapAdd":null,
+            "CapDrop":null,"CgroupnsMode":"","Dns":[],"DnsOptions":[],"DnsSearch":[],
+            "ExtraHosts":null,"GroupAdd":null,"IpcMode":"","Cgroup":"","Links":null,
+            "OomScoreAdj":0,"PidMode":"","Privileged":false,"PublishAllPorts":false,
+            "ReadonlyRootfs":false,"SecurityOpt":null,"UTSMode":"","UsernsMode":"",
+            "ShmSize":0,"Isolation":"","CpuShares":0,"Memory":0,"NanoCpus":0,
+            "CgroupParent":"","BlkioWeight":0,"BlkioWeightDevice":[],
+            "BlkioDeviceReadBps":[],"BlkioDeviceWriteBps":[],"BlkioDeviceReadIOps":[],
+            "BlkioDeviceWriteIOps":[],"CpuPeriod":0,"CpuQuota":0,"CpuRealtimePeriod":0,
+            "CpuRealtimeRuntime":0,"CpusetCpus":"","CpusetMems":"","Devices":[],
+            "DeviceCgroupRules":null,"DeviceRequests":null,"MemoryReservation":0,
+            "MemorySwap":0,"MemorySwappiness":null,"OomKillDisable":null,"PidsLimit":null,
+            "Ulimits":[],"CpuCount":0,"CpuPercent":0,"IOMaximumIOps":0,
+            "IOMaximumBandwidth":0,"MaskedPaths":null,"ReadonlyPaths":null,"Init":null,
+            "Runtime":"vibe-shim"},"NetworkingConfig":{"EndpointsConfig":{}}}"#,
+    ] {
+        assert!(create(body).allowed(), "{body}");
+    }
+}
+
+#[test]
+fn local_volume_bind_flag_is_read_as_moby_reads_it() {
+    // moby/sys/mount matches `o` flags exactly: " bind" is fs data, not
+    // MS_BIND, so the device is mounted as `type`, not bound.
+    let host = FakeHost::new();
+    let run = |body: Value| {
+        decide_with(
+            "POST",
+            "/volumes/create",
+            body.to_string().as_bytes(),
+            &host,
+            &gate(),
+        )
+    };
+    let d = run(
+        json!({"Name": "v", "DriverOpts": {"type": "ext4", "o": " bind", "device": "/srv/wt/disk.img"}}),
+    );
+    assert_eq!(denied(&d).rule, RULE_VOLUME);
+    let d = run(
+        json!({"Name": "v", "DriverOpts": {"type": "none", "o": "ro,rbind ", "device": "/srv/wt/a"}}),
+    );
+    assert_eq!(denied(&d).rule, RULE_VOLUME);
+    assert!(run(
+        json!({"Name": "v", "DriverOpts": {"type": "none", "o": "ro,rbind", "device": "/srv/wt/a"}})
+    )
+    .allowed());
+}
+
+#[test]
+fn docker28_routes() {
+    let host = FakeHost::new();
+    let run = |m: &str, uri: &str| decide_with(m, uri, b"", &host, &gate());
+    for (m, uri, rule) in [
+        ("HEAD", "/v1.51/containers/abc/archive?path=/", RULE_ARCHIVE),
+        ("GET", "/v1.51/containers/abc/archive?path=/", RULE_ARCHIVE),
+        ("PUT", "/v1.51/containers/abc/archive?path=/", RULE_ARCHIVE),
+        (
+            "PUT",
+            "/v1.51/containers/abc/%61rchive?path=/",
+            RULE_ARCHIVE,
+        ),
+        ("PUT", "/v1.51/containers/abc/archive/?path=/", RULE_ARCHIVE),
+        ("POST", "/v1.51/plugins/create?name=x", RULE_PLUGINS),
+        ("POST", "/v1.51/plugins/x/upgrade?remote=y", RULE_PLUGINS),
+        ("POST", "/v1.51/services/create", RULE_SWARM),
+        ("POST", "/v1.51/swarm/init", RULE_SWARM),
+    ] {
+        assert_eq!(denied(&run(m, uri)).rule, rule, "{m} {uri}");
+    }
+    for (m, uri) in [
+        ("GET", "/v1.51/containers/abc/export"),
+        ("POST", "/v1.51/commit?container=abc"),
+        ("POST", "/v1.51/grpc"),
+        ("POST", "/v1.51/session"),
+        ("POST", "/v1.51/build?networkmode=host"),
+        ("POST", "/v1.51/containers/abc/exec"),
+        ("POST", "/v1.51/secrets/create"),
+        ("POST", "/v1.51/configs/create"),
+    ] {
+        assert!(run(m, uri).allowed(), "{m} {uri}");
+    }
+}

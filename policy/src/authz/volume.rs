@@ -54,9 +54,8 @@ pub fn judge_local_options(
     let kind = get("type")?;
     let device = get("device")?;
     let mount_opts = get("o")?;
-    let is_bind = mount_opts
-        .split(',')
-        .any(|o| matches!(o.trim(), "bind" | "rbind"));
+    // moby/sys/mount matches each flag exactly: " bind" is fs data.
+    let is_bind = mount_opts.split(',').any(|o| matches!(o, "bind" | "rbind"));
     if is_bind {
         host_path(device, &format!("{field}/device"), RULE, policy, host)?;
         return Ok(());
