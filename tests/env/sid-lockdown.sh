@@ -7,7 +7,9 @@
 # sid dockerd's <data-root>/buildkit/executor). Then the e2e_lockdown
 # canaries with VIBE_LOCKDOWN=on (BuildKit RUN steps included), `vibe-shim
 # doctor` in the engine's mount namespace (runtime doors closed), uninstall
-# (twice), doctor again (non-zero), and the tree's runc byte for byte.
+# (twice), doctor again (non-zero), and the tree's runc byte for byte. With
+# lockdown on, also the API gate on the tree's Docker 28 (tests/env/authz.sh)
+# and doctor against it: exit 0; after uninstall, non-zero.
 #
 # Alone (sid stack up, release build done):
 #   sudo VIBE_TEST_SID_STATE=... bash tests/env/sid-lockdown.sh
@@ -52,6 +54,9 @@ cleanup() {
         # namespace is gone.
         "$IN" "$SHIM" uninstall lockdown ||
             "$SHIM_BIN" uninstall lockdown --root "$T" || rc=1
+    fi
+    if [ "${authz_up:-0}" = 1 ]; then
+        VIBE_AUTHZ_SID_TREE=$T bash "$REPO/tests/env/authz.sh" down || rc=1
     fi
     rm -rf --one-file-system "${T:?}$SHIM_DIR"
     # The tree's /etc/vibe-shim as sid-up.sh left it (a link to the host's).
@@ -144,6 +149,21 @@ for door in "${RUNTIME_DOORS[@]}"; do
     [ "$(result "$door")" = closed ] || die "doctor: door $door not closed under lockdown"
 done
 
+# The production path on Docker 28: lockdown + the API gate (authz.sh's own
+# gated dockerd from this same tree, its plugin told that `runc` is
+# vibe-shim's now). Every door closed: doctor exits 0.
+doctor_gated() {
+    # shellcheck source=/dev/null
+    (set -a && . "$AUTHZ_ENV" && set +a &&
+        "$SHIM_BIN" doctor -H "$DOCKER_HOST" --image "$IMAGE")
+}
+AUTHZ_ENV=${VIBE_AUTHZ_STATE:-/run/vibe-authz-sid}/env
+log "the API gate on the tree's Docker 28"
+authz_up=1
+VIBE_AUTHZ_SID_TREE=$T VIBE_AUTHZ_ALSO_ALLOW=runc bash tests/env/authz.sh up
+log "doctor with lockdown + authz (must exit 0)"
+doctor_gated || die "doctor found an open door on Docker 28 with lockdown + authz"
+
 log "uninstall lockdown (twice: idempotent)"
 "$IN" "$SHIM" uninstall lockdown
 out=$("$IN" "$SHIM" uninstall lockdown)
@@ -158,4 +178,6 @@ cat "$SAVED/doctor.out"
 if ! grep -q 'authorization denied' "$SAVED/doctor.out"; then
     [ "$(result --runtime=runc)" = OPEN ] || die "doctor: --runtime=runc not OPEN without lockdown"
 fi
+log "doctor with authz but no lockdown (must exit non-zero)"
+if doctor_gated; then die "doctor exited 0 on Docker 28 without lockdown"; fi
 # cleanup (EXIT) compares the checksums and restores the tree's /etc/vibe-shim.
