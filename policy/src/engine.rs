@@ -93,6 +93,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::seccomp::apply,
     rules::resources::apply,
     rules::sysctls::apply,
+    rules::annotations::apply,
     rules::pids::apply,
     rules::client_hooks::apply,
     rules::network_hook::apply,

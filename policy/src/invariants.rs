@@ -51,6 +51,7 @@ pub fn violations(spec: &Value, policy: &Policy) -> Vec<String> {
     check_seccomp(spec, &mut out);
     check_sysctls(spec, &mut out);
     check_net_devices(spec, &mut out);
+    check_annotations(spec, &mut out);
     check_paths(spec, &mut out);
     check_pids(spec, policy, &mut out);
     out
@@ -377,6 +378,21 @@ fn check_seccomp(spec: &Value, out: &mut Vec<String>) {
     }
 }
 
+fn check_annotations(spec: &Value, out: &mut Vec<String>) {
+    let Some(annotations) = spec.get("annotations").and_then(Value::as_object) else {
+        return;
+    };
+    for key in annotations.keys() {
+        if key.starts_with("org.systemd.property.")
+            || key == "org.criu.config"
+            || key == "bundle"
+            || key.contains('=')
+        {
+            out.push(format!("annotations has {key}, which runc acts on"));
+        }
+    }
+}
+
 fn check_net_devices(spec: &Value, out: &mut Vec<String>) {
     match spec.pointer("/linux/netDevices") {
         None | Some(Value::Null) => {}
@@ -663,6 +679,11 @@ mod tests {
             |s| s["linux"]["netDevices"] = json!({"eth0": {}}),
             "netDevices",
         );
+        assert_flags(
+            |s| s["annotations"] = json!({"org.systemd.property.TasksMax": "infinity"}),
+            "TasksMax",
+        );
+        assert_flags(|s| s["annotations"] = json!({"bundle": "/x"}), "bundle");
         assert_flags(
             |s| s["process"]["scheduler"] = json!({"policy": "SCHED_RR", "priority": 1}),
             "scheduler",

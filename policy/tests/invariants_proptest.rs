@@ -508,6 +508,11 @@ fn smuggle_targets() -> Vec<(&'static [&'static str], &'static str, Value)> {
             json!({"class": "IOPRIO_CLASS_RT", "priority": 0}),
         ),
         (&["linux"], "netDevices", json!({"eth0": {}})),
+        (
+            &[],
+            "annotations",
+            json!({"org.systemd.property.TasksMax": "infinity", "bundle": "/x"}),
+        ),
     ]
 }
 

@@ -358,3 +358,35 @@ fn netns_of_a_container_under_this_policy_is_joined() {
         "joined a namespace walled by another policy".into()
     });
 }
+
+/// Annotations runc acts on itself (its `features` call them potentially
+/// unsafe) never reach it; the rest do. Evidence: runc's own `state`.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn annotations_runc_acts_on_never_reach_it() {
+    let bundle = Bundle::busybox("annot", &["sleep", "300"], "");
+    let mut spec = bundle.spec();
+    spec["annotations"] = json!({
+        "org.systemd.property.TasksMax": "infinity",
+        "org.criu.config": "/var/tmp/criu.conf",
+        "bundle": "/var/tmp/elsewhere",
+        "bundle=/var/tmp/elsewhere": "",
+        "vibe.test.kept": "yes",
+    });
+    bundle.write_spec(&spec);
+    let out = bundle.create();
+    assert!(out.status.success(), "{}", describe(&out));
+    let state = Command::new(vibe_shim_tests::bundle::runc_bin())
+        .arg("--root")
+        .arg(bundle.root_dir())
+        .args(["state", &bundle.id])
+        .output()
+        .unwrap();
+    assert!(state.status.success(), "{}", describe(&state));
+    let state: Value = serde_json::from_slice(&state.stdout).unwrap();
+    assert_eq!(
+        state["annotations"],
+        json!({"vibe.test.kept": "yes"}),
+        "runc got: {state}"
+    );
+}

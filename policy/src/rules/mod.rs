@@ -3,6 +3,7 @@
 //! change in the [`crate::Record`], and returns a [`crate::Denial`] when the
 //! spec cannot be made to follow the policy.
 
+pub mod annotations;
 pub mod binds;
 pub mod capabilities;
 pub mod client_hooks;
