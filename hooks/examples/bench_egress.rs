@@ -1,20 +1,37 @@
-//! The egress proxy's figures (issue 12), on loopback: the proxy, the
-//! upstream and the client each on a thread of their own. A stand-in
-//! resolver maps the test name to a documentation address and a stand-in
-//! dialer takes that to the loopback upstream, so nothing leaves the host.
+//! The egress proxy's figures (issue 12): the proxy, the upstream and the
+//! client each on a thread of their own. A stand-in resolver maps the test
+//! name to a documentation address and a stand-in dialer takes that to the
+//! upstream, so nothing leaves the host.
 //!
-//! `packaging/bench-egress.sh` (raises the fd limit) or
-//! `cargo run --release -p vibe-hooks --example bench_egress [MiB]`.
+//! Two layouts. Loopback: all three in the bench's own namespace. `--netns
+//! UP,PROXY,CLIENT` (root; `packaging/bench-egress.sh` creates and removes
+//! them): the upstream is a test host in namespace UP; the proxy's threads
+//! live in PROXY (standing in for the host) and bind their listeners inside
+//! CLIENT (the container) on 127.0.0.1, as the daemon does; the client runs
+//! in CLIENT. PROXY and CLIENT each reach UP over a veth pair of their own
+//! on 198.51.100.0/30 and .4/30, so "direct" (client -> UP over its veth)
+//! and "proxied" (client -> loopback -> proxy -> UP over its veth) cross
+//! the same kind of link.
+//!
+//! Throughput is measured three ways per round: direct, through the proxy
+//! with splice(2) (what the daemon does), and through the proxy copying in
+//! user space (`Transfer::Buffer`).
+//!
+//! `packaging/bench-egress.sh [MiB] [rounds]` (raises the fd limit) or
+//! `cargo run --release -p vibe-hooks --example bench_egress -- [MiB]
+//! [rounds] [--netns UP,PROXY,CLIENT]`.
 
+use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use vibe_hooks::egress::proxy::{Container, Dial, Proxy, ProxySettings, Resolve};
+use vibe_hooks::egress::proxy::{Container, Dial, Proxy, ProxySettings, Resolve, Transfer};
 use vibe_policy::config::{NetworkMode, NetworkSection};
 
 struct Resolver;
@@ -40,6 +57,26 @@ impl Dial for Dialer {
     }
 }
 
+/// The namespaces of `--netns` (none: loopback).
+#[derive(Clone, Default)]
+struct Layout {
+    up: Option<PathBuf>,
+    proxy: Option<PathBuf>,
+    client: Option<PathBuf>,
+}
+
+/// The upstream's addresses, as the client (direct) and the proxy see them.
+const UP_FROM_PROXY: &str = "198.51.100.2";
+const UP_FROM_CLIENT: &str = "198.51.100.6";
+
+/// Moves the calling thread into `ns` (threads it starts follow).
+fn enter(ns: &Option<PathBuf>) {
+    if let Some(path) = ns {
+        let f = File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+    }
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -47,14 +84,19 @@ fn rt() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// Runs `f` on a thread of its own with its own runtime; returns its value.
-fn on_thread<T: Send + 'static, F>(f: F) -> T
+/// Runs `f` on a thread of its own (in namespace `ns`) with its own
+/// runtime; returns its value.
+fn on_thread<T: Send + 'static, F>(ns: &Option<PathBuf>, f: F) -> T
 where
     F: std::future::Future<Output = T> + Send + 'static,
 {
-    std::thread::spawn(move || rt().block_on(f))
-        .join()
-        .expect("thread")
+    let ns = ns.clone();
+    std::thread::spawn(move || {
+        enter(&ns);
+        rt().block_on(f)
+    })
+    .join()
+    .expect("thread")
 }
 
 fn rss_kib() -> u64 {
@@ -109,18 +151,91 @@ async fn drain(mut s: TcpStream) -> u64 {
     }
 }
 
+fn args() -> (u64, usize, Layout) {
+    let (mut mib, mut rounds, mut layout) = (1024, 3, Layout::default());
+    let mut plain = 0;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--netns" {
+            let v = it.next().expect("--netns UP,PROXY,CLIENT");
+            let p: Vec<PathBuf> = v.split(',').map(PathBuf::from).collect();
+            assert_eq!(p.len(), 3, "--netns UP,PROXY,CLIENT");
+            layout = Layout {
+                up: Some(p[0].clone()),
+                proxy: Some(p[1].clone()),
+                client: Some(p[2].clone()),
+            };
+        } else {
+            let n: u64 = a.parse().expect("a number");
+            match plain {
+                0 => mib = n,
+                _ => rounds = n as usize,
+            }
+            plain += 1;
+        }
+    }
+    (mib, rounds.max(1), layout)
+}
+
+/// A proxy with `transfer`, serving in its own thread (in the layout's
+/// proxy namespace) on a listener in the client's namespace (or loopback).
+fn start_proxy(
+    layout: &Layout,
+    transfer: Transfer,
+    dir: &std::path::Path,
+    dialer: Arc<Dialer>,
+    port: u16,
+) -> (Arc<Proxy>, SocketAddr) {
+    let settings = ProxySettings {
+        log_path: dir.join(format!("egress-{port}.jsonl")),
+        max_connections: 4096,
+        transfer,
+        ..ProxySettings::default()
+    };
+    let proxy = Proxy::with_net(settings, Arc::new(Resolver), dialer).expect("proxy");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = proxy.clone();
+    let layout = layout.clone();
+    std::thread::spawn(move || {
+        enter(&layout.proxy);
+        rt().block_on(async move {
+            let l = match &layout.client {
+                // As the daemon does: bound inside the client's namespace.
+                Some(cl) => {
+                    let bound = vibe_hooks::egress::netns::bind_loopback(
+                        File::open(cl).expect("client netns"),
+                        port,
+                    )
+                    .expect("bind in the client namespace");
+                    let std = bound.listeners.into_iter().next().expect("127.0.0.1");
+                    TcpListener::from_std(std).unwrap()
+                }
+                None => TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            };
+            tx.send(l.local_addr().unwrap()).unwrap();
+            p.serve(l, container()).await
+        })
+    });
+    (proxy, rx.recv().unwrap())
+}
+
 fn main() {
-    let mib: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1024);
+    let (mib, rounds, layout) = args();
+    let netns = layout.up.is_some();
     let total = mib * 1024 * 1024;
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     // Upstreams: the source and the echo server.
+    let up_ns = layout.up.clone();
     std::thread::spawn(move || {
+        enter(&up_ns);
         rt().block_on(async move {
-            let source = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let any = if up_ns.is_some() {
+                "0.0.0.0:0"
+            } else {
+                "127.0.0.1:0"
+            };
+            let source = TcpListener::bind(any).await.unwrap();
+            let echo = TcpListener::bind(any).await.unwrap();
             addr_tx
                 .send((source.local_addr().unwrap(), echo.local_addr().unwrap()))
                 .unwrap();
@@ -152,33 +267,35 @@ fn main() {
             }
         })
     });
-    let (source, echo) = addr_rx.recv().unwrap();
-    let dir = std::env::temp_dir().join(format!("bench-egress-{}", std::process::id()));
-    let settings = ProxySettings {
-        log_path: dir.join("egress.jsonl"),
-        max_connections: 4096,
-        ..ProxySettings::default()
+    let (source, echo): (SocketAddr, SocketAddr) = addr_rx.recv().unwrap();
+    let at = |host: &str, a: SocketAddr| SocketAddr::new(host.parse().unwrap(), a.port());
+    // Where the client (direct) and the proxy find the upstreams.
+    let (direct_source, direct_echo, dialer) = if netns {
+        let dialer = Dialer {
+            source: at(UP_FROM_PROXY, source),
+            echo: at(UP_FROM_PROXY, echo),
+        };
+        (at(UP_FROM_CLIENT, source), at(UP_FROM_CLIENT, echo), dialer)
+    } else {
+        (source, echo, Dialer { source, echo })
     };
-    let proxy = Proxy::with_net(
-        settings,
-        Arc::new(Resolver),
-        Arc::new(Dialer { source, echo }),
-    )
-    .expect("proxy");
-    let (ptx, prx) = std::sync::mpsc::channel();
-    let p = proxy.clone();
-    std::thread::spawn(move || {
-        rt().block_on(async move {
-            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            ptx.send(l.local_addr().unwrap()).unwrap();
-            p.serve(l, container()).await
-        })
-    });
-    let paddr = prx.recv().unwrap();
+    let dialer = Arc::new(dialer);
+    let dir = std::env::temp_dir().join(format!("bench-egress-{}", std::process::id()));
+    let (proxy, paddr) = start_proxy(&layout, Transfer::Splice, &dir, dialer.clone(), 3128);
+    let (_copying, caddr) = start_proxy(&layout, Transfer::Buffer, &dir, dialer, 3129);
+    println!(
+        "layout: {}",
+        if netns {
+            "netns: upstream test host over veth; client and proxy listener in a container-like netns; proxy threads in a host-like netns"
+        } else {
+            "loopback"
+        }
+    );
+    let cl = layout.client.clone();
 
     // 1. 200 idle listeners (200 serve() tasks) in one runtime.
     let p = proxy.clone();
-    let (base, with) = on_thread(async move {
+    let (base, with) = on_thread(&layout.proxy, async move {
         let base = rss_kib();
         let mut tasks = Vec::new();
         for i in 0..200 {
@@ -204,32 +321,53 @@ fn main() {
         with.saturating_sub(base) as f64 / 200.0,
         rss_kib()
     );
-    // 2. Throughput.
-    let direct = on_thread(async move {
-        let t = Instant::now();
-        let n = drain(TcpStream::connect(source).await.unwrap()).await;
-        (n, t.elapsed())
-    });
-    let proxied = on_thread(async move {
-        let t = Instant::now();
-        let n = drain(connect_via(paddr, 9000).await).await;
-        (n, t.elapsed())
-    });
-    assert_eq!((direct.0, proxied.0), (total, total));
+    // 2. Throughput, `rounds` times: direct, spliced, copied.
     let gbps = |d: Duration| total as f64 * 8.0 / d.as_secs_f64() / 1e9;
+    let (mut splice_ratios, mut copy_ratios) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let direct = on_thread(&cl, async move {
+            let t = Instant::now();
+            let n = drain(TcpStream::connect(direct_source).await.unwrap()).await;
+            (n, t.elapsed())
+        });
+        let via = |addr: SocketAddr| {
+            on_thread(&cl, async move {
+                let t = Instant::now();
+                let n = drain(connect_via(addr, 9000).await).await;
+                (n, t.elapsed())
+            })
+        };
+        let spliced = via(paddr);
+        let copied = via(caddr);
+        assert_eq!(
+            (direct.0, spliced.0, copied.0),
+            (total, total, total),
+            "short transfer"
+        );
+        let ratio = |d: Duration| 100.0 * direct.1.as_secs_f64() / d.as_secs_f64();
+        splice_ratios.push(ratio(spliced.1));
+        copy_ratios.push(ratio(copied.1));
+        println!(
+            "throughput {mib} MiB, round {round}: direct {:.2} Gbit/s; proxy (splice) {:.2} Gbit/s, ratio {:.1} %; proxy (user-space copy) {:.2} Gbit/s, ratio {:.1} %",
+            gbps(direct.1),
+            gbps(spliced.1),
+            ratio(spliced.1),
+            gbps(copied.1),
+            ratio(copied.1),
+        );
+    }
     println!(
-        "throughput {mib} MiB: direct {:.2} Gbit/s, proxy {:.2} Gbit/s, ratio {:.1} %",
-        gbps(direct.1),
-        gbps(proxied.1),
-        100.0 * direct.1.as_secs_f64() / proxied.1.as_secs_f64()
+        "throughput ratio, median of {rounds}: splice {:.1} %, user-space copy {:.1} %",
+        pct(&mut splice_ratios, 0.5),
+        pct(&mut copy_ratios, 0.5)
     );
 
     // 3. Connect latency: connect (+ CONNECT/200) + a 1-byte round trip.
-    let (mut d, mut p) = on_thread(async move {
+    let (mut d, mut p) = on_thread(&cl, async move {
         let (mut d, mut p) = (Vec::new(), Vec::new());
         for i in 0..2000 {
             let t = Instant::now();
-            let mut s = TcpStream::connect(echo).await.unwrap();
+            let mut s = TcpStream::connect(direct_echo).await.unwrap();
             s.set_nodelay(true).ok();
             s.write_all(b"x").await.unwrap();
             s.read_exact(&mut [0u8; 1]).await.unwrap();
@@ -260,7 +398,7 @@ fn main() {
 
     // 4. 1,000 concurrent tunnels, all open at once, each round-tripping.
     let before = rss_kib();
-    let (ok, took, during) = on_thread(async move {
+    let (ok, took, during) = on_thread(&cl, async move {
         let t = Instant::now();
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..1000 {

@@ -19,6 +19,7 @@
 mod log;
 pub mod net;
 mod relay;
+mod splice;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -38,6 +39,7 @@ use vibe_policy::egress::sni::{client_hello_sni, SniError};
 use vibe_policy::egress::{Decision, DenySet, Host, HostList, Verdict};
 
 pub use net::{Dial, Resolve, SystemDialer, SystemResolver};
+pub use relay::Transfer;
 use relay::{Counts, UpLimit};
 
 /// Where connection lines go unless the daemon says otherwise.
@@ -72,6 +74,10 @@ pub struct ProxySettings {
     pub connect_timeout: Duration,
     pub max_header_bytes: usize,
     pub max_client_hello_bytes: usize,
+    /// How forwarded bytes move: splice(2) unless told otherwise (the
+    /// bench compares; credential injection will need `Buffer` for the
+    /// connections it rewrites).
+    pub transfer: Transfer,
 }
 
 impl Default for ProxySettings {
@@ -85,6 +91,7 @@ impl Default for ProxySettings {
             connect_timeout: Duration::from_secs(10),
             max_header_bytes: 32 * 1024,
             max_client_hello_bytes: 32 * 1024,
+            transfer: Transfer::Splice,
         }
     }
 }
@@ -396,6 +403,7 @@ impl Conn {
             limit,
             idle,
             &outcome.counts,
+            self.proxy.settings.transfer,
         )
         .await
         {
