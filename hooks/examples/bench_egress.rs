@@ -108,6 +108,19 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds this process (every thread: client, proxy, upstream) used.
+fn cpu_secs() -> f64 {
+    use nix::libc;
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() as f64 - 1.0) * p).round() as usize]
@@ -325,17 +338,24 @@ fn main() {
     let gbps = |d: Duration| total as f64 * 8.0 / d.as_secs_f64() / 1e9;
     let (mut splice_ratios, mut copy_ratios) = (Vec::new(), Vec::new());
     for round in 1..=rounds {
-        let direct = on_thread(&cl, async move {
-            let t = Instant::now();
-            let n = drain(TcpStream::connect(direct_source).await.unwrap()).await;
-            (n, t.elapsed())
-        });
+        // (bytes, wall time, CPU seconds of the whole process meanwhile)
+        let direct = {
+            let c = cpu_secs();
+            let (n, t) = on_thread(&cl, async move {
+                let t = Instant::now();
+                let n = drain(TcpStream::connect(direct_source).await.unwrap()).await;
+                (n, t.elapsed())
+            });
+            (n, t, cpu_secs() - c)
+        };
         let via = |addr: SocketAddr| {
-            on_thread(&cl, async move {
+            let c = cpu_secs();
+            let (n, t) = on_thread(&cl, async move {
                 let t = Instant::now();
                 let n = drain(connect_via(addr, 9000).await).await;
                 (n, t.elapsed())
-            })
+            });
+            (n, t, cpu_secs() - c)
         };
         let spliced = via(paddr);
         let copied = via(caddr);
@@ -347,12 +367,23 @@ fn main() {
         let ratio = |d: Duration| 100.0 * direct.1.as_secs_f64() / d.as_secs_f64();
         splice_ratios.push(ratio(spliced.1));
         copy_ratios.push(ratio(copied.1));
+        // CPU per GiB, and how many of the cores it kept busy.
+        let cpu = |x: (u64, Duration, f64)| {
+            format!(
+                "{:.2} CPU-s/GiB, {:.2} cores busy",
+                x.2 / (total as f64 / (1u64 << 30) as f64),
+                x.2 / x.1.as_secs_f64()
+            )
+        };
         println!(
-            "throughput {mib} MiB, round {round}: direct {:.2} Gbit/s; proxy (splice) {:.2} Gbit/s, ratio {:.1} %; proxy (user-space copy) {:.2} Gbit/s, ratio {:.1} %",
+            "throughput {mib} MiB, round {round}: direct {:.2} Gbit/s ({}); proxy (splice) {:.2} Gbit/s ({}), ratio {:.1} %; proxy (user-space copy) {:.2} Gbit/s ({}), ratio {:.1} %",
             gbps(direct.1),
+            cpu(direct),
             gbps(spliced.1),
+            cpu(spliced),
             ratio(spliced.1),
             gbps(copied.1),
+            cpu(copied),
             ratio(copied.1),
         );
     }
