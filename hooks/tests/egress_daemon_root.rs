@@ -166,6 +166,19 @@ impl Rig {
         .unwrap()
     }
 
+    /// Waits (up to 5 s) for `path` to hold `n` lines: the proxy writes a
+    /// connection's line just after closing it. The text.
+    fn lines(&self, path: &Path, n: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            if text.lines().count() >= n || Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn connect(&self, target: &str) -> String {
         self.ask(&format!("CONNECT {target} HTTP/1.1\r\n\r\n"))
             .unwrap_or_else(|e| panic!("proxy: {e}; {}", self.stderr()))
@@ -247,6 +260,7 @@ fn sighup_reopens_the_log() {
     let rig = Rig::new("hup");
     rig.register();
     rig.connect("203.0.113.77:8080");
+    rig.lines(&rig.log(), 1);
     // logrotate: move the file, then signal.
     let rotated = rig.log().with_extension("jsonl.1");
     std::fs::rename(rig.log(), &rotated).unwrap();
@@ -256,9 +270,8 @@ fn sighup_reopens_the_log() {
         std::thread::sleep(Duration::from_millis(20));
     }
     rig.connect("203.0.113.78:8080");
+    let new = rig.lines(&rig.log(), 1);
     let old = std::fs::read_to_string(&rotated).unwrap();
-    let new = std::fs::read_to_string(rig.log())
-        .unwrap_or_else(|e| panic!("no new log: {e}; {}", rig.stderr()));
     assert_eq!(old.lines().count(), 1, "{old}");
     assert!(old.contains("203.0.113.77"), "{old}");
     assert_eq!(new.lines().count(), 1, "{new}");
