@@ -121,6 +121,28 @@ fn cpu_secs() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
+/// CPU seconds of thread `t` so far (its CPU-time clock).
+fn thread_cpu(t: nix::libc::pthread_t) -> f64 {
+    use nix::libc;
+    // SAFETY: `t` is a live thread of ours (the bench's threads never end);
+    // both calls only fill the values they are given.
+    unsafe {
+        let mut clock: libc::clockid_t = 0;
+        if libc::pthread_getcpuclockid(t, &mut clock) != 0 {
+            return 0.0;
+        }
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(clock, &mut ts);
+        ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    }
+}
+
+/// CPU seconds of the calling thread so far.
+fn own_cpu() -> f64 {
+    // SAFETY: pthread_self is always valid for the caller.
+    thread_cpu(unsafe { nix::libc::pthread_self() })
+}
+
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() as f64 - 1.0) * p).round() as usize]
@@ -164,6 +186,60 @@ async fn drain(mut s: TcpStream) -> u64 {
     }
 }
 
+/// One transfer: bytes, wall time, and CPU seconds of each party and of
+/// the whole process (which includes softirq work done on its threads).
+struct Run {
+    bytes: u64,
+    wall: Duration,
+    upstream: f64,
+    proxy: f64,
+    client: f64,
+    process: f64,
+}
+
+impl Run {
+    fn cpu(&self, total: u64) -> String {
+        let gib = total as f64 / (1u64 << 30) as f64;
+        let wall = self.wall.as_secs_f64();
+        let part = |c: f64| format!("{:.2} s ({:.0} %)", c / gib, 100.0 * c / wall);
+        format!(
+            "CPU per GiB (share of one core): upstream {}, proxy {}, client {}; process {:.2} s, {:.2} cores busy",
+            part(self.upstream),
+            part(self.proxy),
+            part(self.client),
+            self.process / gib,
+            self.process / wall
+        )
+    }
+}
+
+/// Runs one client transfer on a thread in namespace `ns`, timing it and
+/// the CPU of the upstream thread, the proxy thread and the client.
+fn measure<F>(
+    up: nix::libc::pthread_t,
+    proxy: Option<nix::libc::pthread_t>,
+    ns: &Option<PathBuf>,
+    f: F,
+) -> Run
+where
+    F: std::future::Future<Output = u64> + Send + 'static,
+{
+    let (u0, p0, c0) = (thread_cpu(up), proxy.map_or(0.0, thread_cpu), cpu_secs());
+    let (bytes, wall, client) = on_thread(ns, async move {
+        let (t, c) = (Instant::now(), own_cpu());
+        let n = f.await;
+        (n, t.elapsed(), own_cpu() - c)
+    });
+    Run {
+        bytes,
+        wall,
+        upstream: thread_cpu(up) - u0,
+        proxy: proxy.map_or(0.0, thread_cpu) - p0,
+        client,
+        process: cpu_secs() - c0,
+    }
+}
+
 fn args() -> (u64, usize, Layout) {
     let (mut mib, mut rounds, mut layout) = (1024, 3, Layout::default());
     let mut plain = 0;
@@ -198,7 +274,7 @@ fn start_proxy(
     dir: &std::path::Path,
     dialer: Arc<Dialer>,
     port: u16,
-) -> (Arc<Proxy>, SocketAddr) {
+) -> (Arc<Proxy>, SocketAddr, nix::libc::pthread_t) {
     let settings = ProxySettings {
         log_path: dir.join(format!("egress-{port}.jsonl")),
         max_connections: 4096,
@@ -209,7 +285,7 @@ fn start_proxy(
     let (tx, rx) = std::sync::mpsc::channel();
     let p = proxy.clone();
     let layout = layout.clone();
-    std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         enter(&layout.proxy);
         rt().block_on(async move {
             let l = match &layout.client {
@@ -229,7 +305,8 @@ fn start_proxy(
             p.serve(l, container()).await
         })
     });
-    (proxy, rx.recv().unwrap())
+    use std::os::unix::thread::JoinHandleExt;
+    (proxy, rx.recv().unwrap(), thread.into_pthread_t())
 }
 
 fn main() {
@@ -239,7 +316,7 @@ fn main() {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     // Upstreams: the source and the echo server.
     let up_ns = layout.up.clone();
-    std::thread::spawn(move || {
+    let up_thread = std::thread::spawn(move || {
         enter(&up_ns);
         rt().block_on(async move {
             let any = if up_ns.is_some() {
@@ -294,8 +371,11 @@ fn main() {
     };
     let dialer = Arc::new(dialer);
     let dir = std::env::temp_dir().join(format!("bench-egress-{}", std::process::id()));
-    let (proxy, paddr) = start_proxy(&layout, Transfer::Splice, &dir, dialer.clone(), 3128);
-    let (_copying, caddr) = start_proxy(&layout, Transfer::Buffer, &dir, dialer, 3129);
+    use std::os::unix::thread::JoinHandleExt;
+    let up_thread = up_thread.into_pthread_t();
+    let (proxy, paddr, splice_thread) =
+        start_proxy(&layout, Transfer::Splice, &dir, dialer.clone(), 3128);
+    let (_copying, caddr, copy_thread) = start_proxy(&layout, Transfer::Buffer, &dir, dialer, 3129);
     println!(
         "layout: {}",
         if netns {
@@ -338,54 +418,36 @@ fn main() {
     let gbps = |d: Duration| total as f64 * 8.0 / d.as_secs_f64() / 1e9;
     let (mut splice_ratios, mut copy_ratios) = (Vec::new(), Vec::new());
     for round in 1..=rounds {
-        // (bytes, wall time, CPU seconds of the whole process meanwhile)
-        let direct = {
-            let c = cpu_secs();
-            let (n, t) = on_thread(&cl, async move {
-                let t = Instant::now();
-                let n = drain(TcpStream::connect(direct_source).await.unwrap()).await;
-                (n, t.elapsed())
-            });
-            (n, t, cpu_secs() - c)
-        };
-        let via = |addr: SocketAddr| {
-            let c = cpu_secs();
-            let (n, t) = on_thread(&cl, async move {
-                let t = Instant::now();
-                let n = drain(connect_via(addr, 9000).await).await;
-                (n, t.elapsed())
-            });
-            (n, t, cpu_secs() - c)
-        };
-        let spliced = via(paddr);
-        let copied = via(caddr);
+        let direct = measure(up_thread, None, &cl, async move {
+            drain(TcpStream::connect(direct_source).await.unwrap()).await
+        });
+        let spliced = measure(up_thread, Some(splice_thread), &cl, async move {
+            drain(connect_via(paddr, 9000).await).await
+        });
+        let copied = measure(up_thread, Some(copy_thread), &cl, async move {
+            drain(connect_via(caddr, 9000).await).await
+        });
         assert_eq!(
-            (direct.0, spliced.0, copied.0),
+            (direct.bytes, spliced.bytes, copied.bytes),
             (total, total, total),
             "short transfer"
         );
-        let ratio = |d: Duration| 100.0 * direct.1.as_secs_f64() / d.as_secs_f64();
-        splice_ratios.push(ratio(spliced.1));
-        copy_ratios.push(ratio(copied.1));
-        // CPU per GiB, and how many of the cores it kept busy.
-        let cpu = |x: (u64, Duration, f64)| {
-            format!(
-                "{:.2} CPU-s/GiB, {:.2} cores busy",
-                x.2 / (total as f64 / (1u64 << 30) as f64),
-                x.2 / x.1.as_secs_f64()
-            )
-        };
-        println!(
-            "throughput {mib} MiB, round {round}: direct {:.2} Gbit/s ({}); proxy (splice) {:.2} Gbit/s ({}), ratio {:.1} %; proxy (user-space copy) {:.2} Gbit/s ({}), ratio {:.1} %",
-            gbps(direct.1),
-            cpu(direct),
-            gbps(spliced.1),
-            cpu(spliced),
-            ratio(spliced.1),
-            gbps(copied.1),
-            cpu(copied),
-            ratio(copied.1),
-        );
+        let ratio = |r: &Run| 100.0 * direct.wall.as_secs_f64() / r.wall.as_secs_f64();
+        splice_ratios.push(ratio(&spliced));
+        copy_ratios.push(ratio(&copied));
+        println!("throughput {mib} MiB, round {round}:");
+        for (name, r) in [
+            ("direct", &direct),
+            ("proxy (splice)", &spliced),
+            ("proxy (user-space copy)", &copied),
+        ] {
+            println!(
+                "  {name:<24} {:6.2} Gbit/s  ratio {:5.1} %  {}",
+                gbps(r.wall),
+                ratio(r),
+                r.cpu(total)
+            );
+        }
     }
     println!(
         "throughput ratio, median of {rounds}: splice {:.1} %, user-space copy {:.1} %",
