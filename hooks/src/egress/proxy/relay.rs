@@ -188,7 +188,7 @@ where
         src.readable().await?;
         let n = match src.try_io(Interest::READABLE, || pipe.fill(src.as_fd())) {
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if retry(&e) => continue,
             Err(e) => return Err(e),
         };
         if n == 0 {
@@ -206,11 +206,19 @@ where
                     count.fetch_add(k as u64, Ordering::Relaxed);
                     act.touch();
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if retry(&e) => {}
                 Err(e) => return Err(e),
             }
         }
     }
+}
+
+/// Not ready yet (readiness is cleared by `try_io`), or interrupted.
+fn retry(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
 }
 
 async fn pump_up<R, W>(
