@@ -201,6 +201,13 @@ where
             let dst = w.as_ref();
             dst.writable().await?;
             match dst.try_io(Interest::WRITABLE, || pipe.drain(dst.as_fd(), left)) {
+                // Bytes in the pipe and none taken: never spin on it.
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "splice wrote nothing",
+                    ))
+                }
                 Ok(k) => {
                     left -= k;
                     count.fetch_add(k as u64, Ordering::Relaxed);
