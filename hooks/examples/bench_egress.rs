@@ -1,20 +1,37 @@
-//! The egress proxy's figures (issue 12), on loopback: the proxy, the
-//! upstream and the client each on a thread of their own. A stand-in
-//! resolver maps the test name to a documentation address and a stand-in
-//! dialer takes that to the loopback upstream, so nothing leaves the host.
+//! The egress proxy's figures (issue 12): the proxy, the upstream and the
+//! client each on a thread of their own. A stand-in resolver maps the test
+//! name to a documentation address and a stand-in dialer takes that to the
+//! upstream, so nothing leaves the host.
 //!
-//! `packaging/bench-egress.sh` (raises the fd limit) or
-//! `cargo run --release -p vibe-hooks --example bench_egress [MiB]`.
+//! Two layouts. Loopback: all three in the bench's own namespace. `--netns
+//! UP,PROXY,CLIENT` (root; `packaging/bench-egress.sh` creates and removes
+//! them): the upstream is a test host in namespace UP; the proxy's threads
+//! live in PROXY (standing in for the host) and bind their listeners inside
+//! CLIENT (the container) on 127.0.0.1, as the daemon does; the client runs
+//! in CLIENT. PROXY and CLIENT each reach UP over a veth pair of their own
+//! on 198.51.100.0/30 and .4/30, so "direct" (client -> UP over its veth)
+//! and "proxied" (client -> loopback -> proxy -> UP over its veth) cross
+//! the same kind of link.
+//!
+//! Throughput is measured three ways per round: direct, through the proxy
+//! with splice(2) (what the daemon does), and through the proxy copying in
+//! user space (`Transfer::Buffer`).
+//!
+//! `packaging/bench-egress.sh [MiB] [rounds]` (raises the fd limit) or
+//! `cargo run --release -p vibe-hooks --example bench_egress -- [MiB]
+//! [rounds] [--netns UP,PROXY,CLIENT]`.
 
+use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use vibe_hooks::egress::proxy::{Container, Dial, Proxy, ProxySettings, Resolve};
+use vibe_hooks::egress::proxy::{Container, Dial, Proxy, ProxySettings, Resolve, Transfer};
 use vibe_policy::config::{NetworkMode, NetworkSection};
 
 struct Resolver;
@@ -40,6 +57,26 @@ impl Dial for Dialer {
     }
 }
 
+/// The namespaces of `--netns` (none: loopback).
+#[derive(Clone, Default)]
+struct Layout {
+    up: Option<PathBuf>,
+    proxy: Option<PathBuf>,
+    client: Option<PathBuf>,
+}
+
+/// The upstream's addresses, as the client (direct) and the proxy see them.
+const UP_FROM_PROXY: &str = "198.51.100.2";
+const UP_FROM_CLIENT: &str = "198.51.100.6";
+
+/// Moves the calling thread into `ns` (threads it starts follow).
+fn enter(ns: &Option<PathBuf>) {
+    if let Some(path) = ns {
+        let f = File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+    }
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -47,14 +84,19 @@ fn rt() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// Runs `f` on a thread of its own with its own runtime; returns its value.
-fn on_thread<T: Send + 'static, F>(f: F) -> T
+/// Runs `f` on a thread of its own (in namespace `ns`) with its own
+/// runtime; returns its value.
+fn on_thread<T: Send + 'static, F>(ns: &Option<PathBuf>, f: F) -> T
 where
     F: std::future::Future<Output = T> + Send + 'static,
 {
-    std::thread::spawn(move || rt().block_on(f))
-        .join()
-        .expect("thread")
+    let ns = ns.clone();
+    std::thread::spawn(move || {
+        enter(&ns);
+        rt().block_on(f)
+    })
+    .join()
+    .expect("thread")
 }
 
 fn rss_kib() -> u64 {
@@ -64,6 +106,41 @@ fn rss_kib() -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
+}
+
+/// CPU seconds this process (every thread: client, proxy, upstream) used.
+fn cpu_secs() -> f64 {
+    use nix::libc;
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// CPU seconds of thread `t` so far (its CPU-time clock).
+fn thread_cpu(t: nix::libc::pthread_t) -> f64 {
+    use nix::libc;
+    // SAFETY: `t` is a live thread of ours (the bench's threads never end);
+    // both calls only fill the values they are given.
+    unsafe {
+        let mut clock: libc::clockid_t = 0;
+        if libc::pthread_getcpuclockid(t, &mut clock) != 0 {
+            return 0.0;
+        }
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(clock, &mut ts);
+        ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    }
+}
+
+/// CPU seconds of the calling thread so far.
+fn own_cpu() -> f64 {
+    // SAFETY: pthread_self is always valid for the caller.
+    thread_cpu(unsafe { nix::libc::pthread_self() })
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -109,18 +186,146 @@ async fn drain(mut s: TcpStream) -> u64 {
     }
 }
 
+/// One transfer: bytes, wall time, and CPU seconds of each party and of
+/// the whole process (which includes softirq work done on its threads).
+struct Run {
+    bytes: u64,
+    wall: Duration,
+    upstream: f64,
+    proxy: f64,
+    client: f64,
+    process: f64,
+}
+
+impl Run {
+    fn cpu(&self, total: u64) -> String {
+        let gib = total as f64 / (1u64 << 30) as f64;
+        let wall = self.wall.as_secs_f64();
+        let part = |c: f64| format!("{:.2} s ({:.0} %)", c / gib, 100.0 * c / wall);
+        format!(
+            "CPU per GiB (share of one core): upstream {}, proxy {}, client {}; process {:.2} s, {:.2} cores busy",
+            part(self.upstream),
+            part(self.proxy),
+            part(self.client),
+            self.process / gib,
+            self.process / wall
+        )
+    }
+}
+
+/// Runs one client transfer on a thread in namespace `ns`, timing it and
+/// the CPU of the upstream thread, the proxy thread and the client.
+fn measure<F>(
+    up: nix::libc::pthread_t,
+    proxy: Option<nix::libc::pthread_t>,
+    ns: &Option<PathBuf>,
+    f: F,
+) -> Run
+where
+    F: std::future::Future<Output = u64> + Send + 'static,
+{
+    let (u0, p0, c0) = (thread_cpu(up), proxy.map_or(0.0, thread_cpu), cpu_secs());
+    let (bytes, wall, client) = on_thread(ns, async move {
+        let (t, c) = (Instant::now(), own_cpu());
+        let n = f.await;
+        (n, t.elapsed(), own_cpu() - c)
+    });
+    Run {
+        bytes,
+        wall,
+        upstream: thread_cpu(up) - u0,
+        proxy: proxy.map_or(0.0, thread_cpu) - p0,
+        client,
+        process: cpu_secs() - c0,
+    }
+}
+
+fn args() -> (u64, usize, Layout) {
+    let (mut mib, mut rounds, mut layout) = (1024, 3, Layout::default());
+    let mut plain = 0;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--netns" {
+            let v = it.next().expect("--netns UP,PROXY,CLIENT");
+            let p: Vec<PathBuf> = v.split(',').map(PathBuf::from).collect();
+            assert_eq!(p.len(), 3, "--netns UP,PROXY,CLIENT");
+            layout = Layout {
+                up: Some(p[0].clone()),
+                proxy: Some(p[1].clone()),
+                client: Some(p[2].clone()),
+            };
+        } else {
+            let n: u64 = a.parse().expect("a number");
+            match plain {
+                0 => mib = n,
+                _ => rounds = n as usize,
+            }
+            plain += 1;
+        }
+    }
+    (mib, rounds.max(1), layout)
+}
+
+/// A proxy with `transfer`, serving in its own thread (in the layout's
+/// proxy namespace) on a listener in the client's namespace (or loopback).
+fn start_proxy(
+    layout: &Layout,
+    transfer: Transfer,
+    dir: &std::path::Path,
+    dialer: Arc<Dialer>,
+    port: u16,
+) -> (Arc<Proxy>, SocketAddr, nix::libc::pthread_t) {
+    let settings = ProxySettings {
+        log_path: dir.join(format!("egress-{port}.jsonl")),
+        max_connections: 4096,
+        transfer,
+        ..ProxySettings::default()
+    };
+    let proxy = Proxy::with_net(settings, Arc::new(Resolver), dialer).expect("proxy");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = proxy.clone();
+    let layout = layout.clone();
+    let thread = std::thread::spawn(move || {
+        enter(&layout.proxy);
+        rt().block_on(async move {
+            let l = match &layout.client {
+                // As the daemon does: bound inside the client's namespace.
+                Some(cl) => {
+                    let bound = vibe_hooks::egress::netns::bind_loopback(
+                        File::open(cl).expect("client netns"),
+                        port,
+                    )
+                    .expect("bind in the client namespace");
+                    let std = bound.listeners.into_iter().next().expect("127.0.0.1");
+                    TcpListener::from_std(std).unwrap()
+                }
+                None => TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            };
+            tx.send(l.local_addr().unwrap()).unwrap();
+            p.serve(l, container()).await
+        })
+    });
+    use std::os::unix::thread::JoinHandleExt;
+    (proxy, rx.recv().unwrap(), thread.into_pthread_t())
+}
+
 fn main() {
-    let mib: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1024);
+    let (mib, rounds, layout) = args();
+    let netns = layout.up.is_some();
     let total = mib * 1024 * 1024;
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     // Upstreams: the source and the echo server.
-    std::thread::spawn(move || {
+    let up_ns = layout.up.clone();
+    let up_thread = std::thread::spawn(move || {
+        enter(&up_ns);
         rt().block_on(async move {
-            let source = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let any = if up_ns.is_some() {
+                "0.0.0.0:0"
+            } else {
+                "127.0.0.1:0"
+            };
+            let source = TcpListener::bind(any).await.unwrap();
+            let echo = TcpListener::bind(any).await.unwrap();
             addr_tx
                 .send((source.local_addr().unwrap(), echo.local_addr().unwrap()))
                 .unwrap();
@@ -152,33 +357,38 @@ fn main() {
             }
         })
     });
-    let (source, echo) = addr_rx.recv().unwrap();
-    let dir = std::env::temp_dir().join(format!("bench-egress-{}", std::process::id()));
-    let settings = ProxySettings {
-        log_path: dir.join("egress.jsonl"),
-        max_connections: 4096,
-        ..ProxySettings::default()
+    let (source, echo): (SocketAddr, SocketAddr) = addr_rx.recv().unwrap();
+    let at = |host: &str, a: SocketAddr| SocketAddr::new(host.parse().unwrap(), a.port());
+    // Where the client (direct) and the proxy find the upstreams.
+    let (direct_source, direct_echo, dialer) = if netns {
+        let dialer = Dialer {
+            source: at(UP_FROM_PROXY, source),
+            echo: at(UP_FROM_PROXY, echo),
+        };
+        (at(UP_FROM_CLIENT, source), at(UP_FROM_CLIENT, echo), dialer)
+    } else {
+        (source, echo, Dialer { source, echo })
     };
-    let proxy = Proxy::with_net(
-        settings,
-        Arc::new(Resolver),
-        Arc::new(Dialer { source, echo }),
-    )
-    .expect("proxy");
-    let (ptx, prx) = std::sync::mpsc::channel();
-    let p = proxy.clone();
-    std::thread::spawn(move || {
-        rt().block_on(async move {
-            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            ptx.send(l.local_addr().unwrap()).unwrap();
-            p.serve(l, container()).await
-        })
-    });
-    let paddr = prx.recv().unwrap();
+    let dialer = Arc::new(dialer);
+    let dir = std::env::temp_dir().join(format!("bench-egress-{}", std::process::id()));
+    use std::os::unix::thread::JoinHandleExt;
+    let up_thread = up_thread.into_pthread_t();
+    let (proxy, paddr, splice_thread) =
+        start_proxy(&layout, Transfer::Splice, &dir, dialer.clone(), 3128);
+    let (_copying, caddr, copy_thread) = start_proxy(&layout, Transfer::Buffer, &dir, dialer, 3129);
+    println!(
+        "layout: {}",
+        if netns {
+            "netns: upstream test host over veth; client and proxy listener in a container-like netns; proxy threads in a host-like netns"
+        } else {
+            "loopback"
+        }
+    );
+    let cl = layout.client.clone();
 
     // 1. 200 idle listeners (200 serve() tasks) in one runtime.
     let p = proxy.clone();
-    let (base, with) = on_thread(async move {
+    let (base, with) = on_thread(&layout.proxy, async move {
         let base = rss_kib();
         let mut tasks = Vec::new();
         for i in 0..200 {
@@ -204,32 +414,53 @@ fn main() {
         with.saturating_sub(base) as f64 / 200.0,
         rss_kib()
     );
-    // 2. Throughput.
-    let direct = on_thread(async move {
-        let t = Instant::now();
-        let n = drain(TcpStream::connect(source).await.unwrap()).await;
-        (n, t.elapsed())
-    });
-    let proxied = on_thread(async move {
-        let t = Instant::now();
-        let n = drain(connect_via(paddr, 9000).await).await;
-        (n, t.elapsed())
-    });
-    assert_eq!((direct.0, proxied.0), (total, total));
+    // 2. Throughput, `rounds` times: direct, spliced, copied.
     let gbps = |d: Duration| total as f64 * 8.0 / d.as_secs_f64() / 1e9;
+    let (mut splice_ratios, mut copy_ratios) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let direct = measure(up_thread, None, &cl, async move {
+            drain(TcpStream::connect(direct_source).await.unwrap()).await
+        });
+        let spliced = measure(up_thread, Some(splice_thread), &cl, async move {
+            drain(connect_via(paddr, 9000).await).await
+        });
+        let copied = measure(up_thread, Some(copy_thread), &cl, async move {
+            drain(connect_via(caddr, 9000).await).await
+        });
+        assert_eq!(
+            (direct.bytes, spliced.bytes, copied.bytes),
+            (total, total, total),
+            "short transfer"
+        );
+        let ratio = |r: &Run| 100.0 * direct.wall.as_secs_f64() / r.wall.as_secs_f64();
+        splice_ratios.push(ratio(&spliced));
+        copy_ratios.push(ratio(&copied));
+        println!("throughput {mib} MiB, round {round}:");
+        for (name, r) in [
+            ("direct", &direct),
+            ("proxy (splice)", &spliced),
+            ("proxy (user-space copy)", &copied),
+        ] {
+            println!(
+                "  {name:<24} {:6.2} Gbit/s  ratio {:5.1} %  {}",
+                gbps(r.wall),
+                ratio(r),
+                r.cpu(total)
+            );
+        }
+    }
     println!(
-        "throughput {mib} MiB: direct {:.2} Gbit/s, proxy {:.2} Gbit/s, ratio {:.1} %",
-        gbps(direct.1),
-        gbps(proxied.1),
-        100.0 * direct.1.as_secs_f64() / proxied.1.as_secs_f64()
+        "throughput ratio, median of {rounds}: splice {:.1} %, user-space copy {:.1} %",
+        pct(&mut splice_ratios, 0.5),
+        pct(&mut copy_ratios, 0.5)
     );
 
     // 3. Connect latency: connect (+ CONNECT/200) + a 1-byte round trip.
-    let (mut d, mut p) = on_thread(async move {
+    let (mut d, mut p) = on_thread(&cl, async move {
         let (mut d, mut p) = (Vec::new(), Vec::new());
         for i in 0..2000 {
             let t = Instant::now();
-            let mut s = TcpStream::connect(echo).await.unwrap();
+            let mut s = TcpStream::connect(direct_echo).await.unwrap();
             s.set_nodelay(true).ok();
             s.write_all(b"x").await.unwrap();
             s.read_exact(&mut [0u8; 1]).await.unwrap();
@@ -260,7 +491,7 @@ fn main() {
 
     // 4. 1,000 concurrent tunnels, all open at once, each round-tripping.
     let before = rss_kib();
-    let (ok, took, during) = on_thread(async move {
+    let (ok, took, during) = on_thread(&cl, async move {
         let t = Instant::now();
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..1000 {

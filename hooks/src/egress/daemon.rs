@@ -50,8 +50,23 @@ pub struct Options {
     pub sweep: Duration,
 }
 
-/// Runs the daemon in the foreground until killed.
+/// The signals the daemon takes (see the module's comment).
+fn signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        set.add(sig);
+    }
+    set
+}
+
+/// Runs the daemon in the foreground until SIGTERM or SIGINT.
 pub fn run(options: Options) -> Result<(), DaemonError> {
+    // Before any thread exists: every thread inherits the mask, so the
+    // signals wait for the one thread that takes them.
+    signals()
+        .thread_block()
+        .map_err(|e| DaemonError::Runtime(e.into()))?;
     // Before the runtime: the netlink read runs one of its own.
     let deny_nets = super::hostnets::host_deny_nets().map_err(DaemonError::HostNets)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -59,7 +74,41 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
         .thread_name("vibe-egress")
         .build()
         .map_err(DaemonError::Runtime)?;
-    runtime.block_on(serve(options, deny_nets))
+    let result = runtime.block_on(serve(options, deny_nets));
+    // Control requests still in the blocking pool answer within their own
+    // timeouts; don't wait for them to exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// Takes the signals on a thread of its own: SIGHUP reopens the log,
+/// SIGTERM/SIGINT fire `stop`.
+fn take_signals(proxy: Arc<Proxy>, stop: tokio::sync::oneshot::Sender<&'static str>) {
+    use nix::sys::signal::Signal;
+    let spawned = std::thread::Builder::new()
+        .name("vibe-egress-sig".into())
+        .spawn(move || loop {
+            match signals().wait() {
+                Ok(Signal::SIGHUP) => match proxy.reopen_log() {
+                    Ok(()) => log(format_args!(
+                        "SIGHUP: reopened {}",
+                        proxy.settings().log_path.display()
+                    )),
+                    Err(e) => log(format_args!(
+                        "SIGHUP: cannot reopen {}: {e} (still writing the old file)",
+                        proxy.settings().log_path.display()
+                    )),
+                },
+                Ok(sig) => {
+                    let _ = stop.send(sig.as_str());
+                    return;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        });
+    if let Err(e) = spawned {
+        log(format_args!("cannot start the signal thread: {e}"));
+    }
 }
 
 fn log(message: impl std::fmt::Display) {
@@ -104,6 +153,8 @@ struct Daemon {
     records: PathBuf,
     handle: Handle,
     served: Mutex<HashMap<Key, Served>>,
+    /// One deny-net refresh at a time: an older read never replaces a newer.
+    refreshing: Mutex<()>,
 }
 
 async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), DaemonError> {
@@ -121,12 +172,23 @@ async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), Dae
         deny_nets,
         ..ProxySettings::default()
     })?;
+    let (stop_tx, mut stop) = tokio::sync::oneshot::channel();
+    take_signals(proxy.clone(), stop_tx);
     let daemon = Arc::new(Daemon {
         proxy,
         records: options.records.clone(),
         handle: Handle::current(),
         served: Mutex::new(HashMap::new()),
+        refreshing: Mutex::new(()),
     });
+    // From here on no change of the host's addresses is missed; the first
+    // sweep's read (below) covers one made since the first read.
+    let watcher = daemon.clone();
+    if let Err(e) = super::hostnets::watch(move || watcher.refresh_deny_nets()) {
+        log(format_args!(
+            "cannot watch the host's addresses ({e}): read again at each registration and sweep only"
+        ));
+    }
     log(format_args!(
         "control socket {}, records {}, log {}, sweep every {:?}",
         options.socket.display(),
@@ -146,7 +208,27 @@ async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), Dae
         }
     });
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            sig = &mut stop => {
+                let sig = sig.unwrap_or("signal thread gone");
+                drop(listener);
+                let _ = std::fs::remove_file(&options.socket);
+                let count = {
+                    let mut served = daemon.served();
+                    let count = served.len();
+                    // Dropping the listeners closes them and their connections;
+                    // the records stay for the next daemon.
+                    served.clear();
+                    count
+                };
+                log(format_args!(
+                    "{sig}: stopped; {count} container(s) left recorded for re-adoption"
+                ));
+                return Ok(());
+            }
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 // EMFILE and friends: say so, breathe, go on.
@@ -203,6 +285,30 @@ fn bind_control(path: &Path) -> Result<tokio::net::UnixListener, DaemonError> {
 impl Daemon {
     fn served(&self) -> MutexGuard<'_, HashMap<Key, Served>> {
         self.served.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the host's addresses and bridge subnets again (blocking: from
+    /// a plain thread, never an async task). On failure the old ones stay.
+    fn refresh_deny_nets(&self) {
+        let _one = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+        match super::hostnets::host_deny_nets() {
+            Ok(nets) => {
+                let text = nets
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if self.proxy.set_deny_nets(nets) {
+                    log(format_args!(
+                        "the host's addresses and bridge subnets changed; refusing {text}"
+                    ));
+                }
+            }
+            Err(e) => log(format_args!(
+                "cannot read the host's addresses again ({e}); still refusing {:?}",
+                self.proxy.deny_nets()
+            )),
+        }
     }
 
     /// One control connection: one request, one reply.
@@ -325,6 +431,8 @@ impl Daemon {
         }
         // Same key, another process: the old container is gone.
         self.unregister(&key, "replaced");
+        // A new container often comes with a new engine network.
+        self.refresh_deny_nets();
         records::write(&self.records, &record)
             .map_err(|e| format!("cannot write the record: {e}"))?;
         self.serve(record, netns).inspect_err(|_| {
@@ -413,6 +521,7 @@ impl Daemon {
     /// another process), and serves every record not served yet whose
     /// process is still the recorded one; other records go.
     fn sweep(&self) {
+        self.refresh_deny_nets();
         let dead: Vec<Key> = self
             .served()
             .iter()

@@ -1,6 +1,12 @@
 //! What the proxy refuses beyond the fixed private ranges: the host's own
 //! addresses and the subnets of its bridges (the engines' networks, which
-//! may be on public ranges), read from the host's namespace at daemon start.
+//! may be on public ranges), read from the host's namespace at daemon start
+//! and again whenever the kernel reports an address or link change
+//! ([`watch`]), at each registration and at each sweep.
+//!
+//! The read runs a netlink runtime of its own (`routes::with_netlink`), so it
+//! is called from plain threads (the watcher, tokio's blocking pool), never
+//! from an async task.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -19,6 +25,49 @@ pub fn host_deny_nets() -> Result<Vec<IpNet>, RouteError> {
         .map(|e| (e.addr, e.prefix_len, bridges.contains(&e.index)))
         .collect();
     Ok(nets(&addrs))
+}
+
+/// rtnetlink multicast groups: links, IPv4 and IPv6 addresses.
+const GROUPS: u32 = 0x1 | 0x10 | 0x100; // RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR
+
+/// Calls `changed` after every burst of address or link notifications in
+/// the calling thread's namespace, on a thread of its own, for as long as
+/// the process lives. The socket is subscribed before this returns, so a
+/// change made after it is seen. A lost notification (the socket's buffer
+/// overflowed) counts as a change.
+pub fn watch(changed: impl Fn() + Send + 'static) -> std::io::Result<()> {
+    use nix::sys::socket::{
+        bind, recv, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType,
+    };
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkRoute,
+    )?;
+    bind(fd.as_raw_fd(), &NetlinkAddr::new(0, GROUPS))?;
+    std::thread::Builder::new()
+        .name("vibe-egress-nl".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+                    Ok(_) | Err(nix::errno::Errno::ENOBUFS) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => {
+                        std::thread::sleep(std::time::Duration::from_secs(1));
+                        continue;
+                    }
+                }
+                // A burst (an engine creating a bridge and its addresses)
+                // is read as one change.
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                while recv(fd.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT).is_ok() {}
+                changed();
+            }
+        })?;
+    Ok(())
 }
 
 fn nets(addrs: &[(IpAddr, u8, bool)]) -> Vec<IpNet> {

@@ -19,11 +19,12 @@
 mod log;
 pub mod net;
 mod relay;
+mod splice;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -38,6 +39,7 @@ use vibe_policy::egress::sni::{client_hello_sni, SniError};
 use vibe_policy::egress::{Decision, DenySet, Host, HostList, Verdict};
 
 pub use net::{Dial, Resolve, SystemDialer, SystemResolver};
+pub use relay::Transfer;
 use relay::{Counts, UpLimit};
 
 /// Where connection lines go unless the daemon says otherwise.
@@ -59,7 +61,8 @@ pub struct ProxySettings {
     /// JSON lines, one per connection and per denial.
     pub log_path: PathBuf,
     /// Refused like private ranges: the host's own addresses and the
-    /// engines' bridge subnets (the daemon gathers them).
+    /// engines' bridge subnets (the daemon gathers them, and replaces them
+    /// with [`Proxy::set_deny_nets`] as they change).
     pub deny_nets: Vec<IpNet>,
     /// Concurrent connections per container (over both its listeners);
     /// one more gets a 503.
@@ -72,6 +75,10 @@ pub struct ProxySettings {
     pub connect_timeout: Duration,
     pub max_header_bytes: usize,
     pub max_client_hello_bytes: usize,
+    /// How forwarded bytes move: splice(2) unless told otherwise (the
+    /// bench compares; credential injection will need `Buffer` for the
+    /// connections it rewrites).
+    pub transfer: Transfer,
 }
 
 impl Default for ProxySettings {
@@ -85,6 +92,7 @@ impl Default for ProxySettings {
             connect_timeout: Duration::from_secs(10),
             max_header_bytes: 32 * 1024,
             max_client_hello_bytes: 32 * 1024,
+            transfer: Transfer::Splice,
         }
     }
 }
@@ -100,7 +108,9 @@ pub struct Container {
 /// The state shared by every listener.
 pub struct Proxy {
     settings: ProxySettings,
-    deny: DenySet,
+    /// The nets beyond the fixed ranges, and the set built from them;
+    /// replaced whole, read once per connection.
+    deny: RwLock<(Vec<IpNet>, Arc<DenySet>)>,
     log: log::Log,
     resolver: Arc<dyn Resolve>,
     dialer: Arc<dyn Dial>,
@@ -136,7 +146,10 @@ impl Proxy {
             source,
         })?;
         Ok(Arc::new(Proxy {
-            deny: DenySet::new(&settings.deny_nets),
+            deny: RwLock::new((
+                settings.deny_nets.clone(),
+                Arc::new(DenySet::new(&settings.deny_nets)),
+            )),
             settings,
             log,
             resolver,
@@ -147,6 +160,32 @@ impl Proxy {
 
     pub fn settings(&self) -> &ProxySettings {
         &self.settings
+    }
+
+    /// Replaces the host's addresses and bridge subnets; connections
+    /// judged from now on see them. Whether they changed.
+    pub fn set_deny_nets(&self, nets: Vec<IpNet>) -> bool {
+        let mut deny = self.deny.write().unwrap_or_else(|e| e.into_inner());
+        if deny.0 == nets {
+            return false;
+        }
+        *deny = (nets.clone(), Arc::new(DenySet::new(&nets)));
+        true
+    }
+
+    /// The host's addresses and bridge subnets refused now.
+    pub fn deny_nets(&self) -> Vec<IpNet> {
+        self.deny_set().0
+    }
+
+    fn deny_set(&self) -> (Vec<IpNet>, Arc<DenySet>) {
+        self.deny.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Opens the log path again (after logrotate moved the file); on
+    /// failure the old file stays in use.
+    pub fn reopen_log(&self) -> std::io::Result<()> {
+        self.log.reopen()
     }
 
     /// Serves `listener` for `container` until dropped.
@@ -324,8 +363,9 @@ impl Conn {
                 return self.refuse_with(d, kind, None, 502, "Bad Gateway").await;
             }
         };
+        let deny = self.proxy.deny_set().1;
         for a in &addrs {
-            if let Err(denied) = self.proxy.deny.check(a.ip()) {
+            if let Err(denied) = deny.check(a.ip()) {
                 let d = Decision::deny(&host, port, denied.to_string());
                 return self.refuse(d, kind, Some(*a)).await;
             }
@@ -396,6 +436,7 @@ impl Conn {
             limit,
             idle,
             &outcome.counts,
+            self.proxy.settings.transfer,
         )
         .await
         {

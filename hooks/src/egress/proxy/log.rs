@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -31,23 +31,24 @@ pub struct Line<'a> {
 
 #[derive(Debug)]
 pub struct Log {
+    path: PathBuf,
     file: Mutex<File>,
 }
 
 impl Log {
     pub fn open(path: &Path) -> std::io::Result<Log> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o640)
-            .custom_flags(libc_o_cloexec())
-            .open(path)?;
         Ok(Log {
-            file: Mutex::new(file),
+            path: path.to_path_buf(),
+            file: Mutex::new(open(path)?),
         })
+    }
+
+    /// The path again (SIGHUP after logrotate): lines go to the new file
+    /// from the next one on; the old file is kept if the new will not open.
+    pub fn reopen(&self) -> std::io::Result<()> {
+        let file = open(&self.path)?;
+        *self.file.lock().unwrap_or_else(|e| e.into_inner()) = file;
+        Ok(())
     }
 
     /// One `write` per line on an O_APPEND file: lines never interleave.
@@ -60,6 +61,18 @@ impl Log {
             let _ = f.write_all(text.as_bytes());
         }
     }
+}
+
+fn open(path: &Path) -> std::io::Result<File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o640)
+        .custom_flags(libc_o_cloexec())
+        .open(path)
 }
 
 pub fn now() -> String {
