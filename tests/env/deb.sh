@@ -48,7 +48,8 @@ snapshot() {
     local p
     for p in /etc/docker /etc/containerd /etc/containers /usr/sbin/runc /usr/bin/runc \
         "$BIN" /etc/vibe-shim /var/lib/vibe-shim /lib/systemd/system/vibe-shim-authz.service \
-        /lib/systemd/system/vibe-shim-egress.service /usr/share/man/man8/vibe-shim.8.gz; do
+        /lib/systemd/system/vibe-shim-egress.service /usr/share/man/man8/vibe-shim.8.gz \
+        /etc/logrotate.d/vibe-shim-egress; do
         if [ -e "$p" ] || [ -L "$p" ]; then
             find "$p" \( -type f -o -type l \) -print0 | sort -z |
                 xargs -0 -r sha256sum
