@@ -83,6 +83,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::cgroups::apply,
     rules::namespaces::apply,
     rules::net_devices::apply,
+    rules::intel_rdt::apply,
     rules::kernel_mounts::apply,
     rules::binds::apply,
     rules::tmpfs::apply,

@@ -52,6 +52,7 @@ pub fn violations(spec: &Value, policy: &Policy) -> Vec<String> {
     check_sysctls(spec, &mut out);
     check_net_devices(spec, &mut out);
     check_annotations(spec, &mut out);
+    check_intel_rdt(spec, &mut out);
     check_paths(spec, &mut out);
     check_pids(spec, policy, &mut out);
     out
@@ -393,6 +394,15 @@ fn check_annotations(spec: &Value, out: &mut Vec<String>) {
     }
 }
 
+fn check_intel_rdt(spec: &Value, out: &mut Vec<String>) {
+    if spec
+        .pointer("/linux/intelRdt")
+        .is_some_and(|v| !v.is_null())
+    {
+        out.push("linux.intelRdt is set".into());
+    }
+}
+
 fn check_net_devices(spec: &Value, out: &mut Vec<String>) {
     match spec.pointer("/linux/netDevices") {
         None | Some(Value::Null) => {}
@@ -684,6 +694,10 @@ mod tests {
             "TasksMax",
         );
         assert_flags(|s| s["annotations"] = json!({"bundle": "/x"}), "bundle");
+        assert_flags(
+            |s| s["linux"]["intelRdt"] = json!({"closID": "host"}),
+            "intelRdt",
+        );
         assert_flags(
             |s| s["process"]["scheduler"] = json!({"policy": "SCHED_RR", "priority": 1}),
             "scheduler",

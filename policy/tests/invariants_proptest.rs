@@ -508,6 +508,7 @@ fn smuggle_targets() -> Vec<(&'static [&'static str], &'static str, Value)> {
             json!({"class": "IOPRIO_CLASS_RT", "priority": 0}),
         ),
         (&["linux"], "netDevices", json!({"eth0": {}})),
+        (&["linux"], "intelRdt", json!({"closID": "host-critical"})),
         (
             &[],
             "annotations",

@@ -10,6 +10,7 @@ pub mod client_hooks;
 pub mod devices;
 pub mod env;
 pub mod home;
+pub mod intel_rdt;
 pub mod kernel_mounts;
 pub mod lsm;
 pub mod masked_paths;

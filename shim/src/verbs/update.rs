@@ -35,6 +35,16 @@ fn rewrite(
 ) -> Result<(Vec<OsString>, Vec<Change>), Refusal> {
     let mut edits = Edits::default();
     let mut changes = Vec::new();
+    for flag in ["l3-cache-schema", "mem-bw-schema"] {
+        if let Some((_, value)) = edits.keep_last_flag(items, flag) {
+            return Err(refusal(Denial::new(
+                vibe_policy::rules::intel_rdt::RULE,
+                format!("--{flag}"),
+                lossy(&value),
+                vibe_policy::rules::intel_rdt::REASON,
+            )));
+        }
+    }
     if let Some((last, source)) = edits.keep_last_flag(items, "resources") {
         let denial =
             |reason: String| refusal(Denial::new("update", "--resources", lossy(&source), reason));
@@ -277,6 +287,20 @@ mod tests {
         // Repeated: only the last reaches runc, and it is the one judged.
         let (out, _) = run(&["--memory", "1m", "--memory", "64g", "ctr"], "");
         assert_eq!(out, ["--memory", &max, "ctr"]);
+    }
+
+    #[test]
+    fn intel_rdt_flags_are_refused() {
+        for args in [
+            &["--l3-cache-schema", "L3:0=fffff", "ctr"][..],
+            &["--mem-bw-schema=MB:0=100", "ctr"][..],
+            &["-l3-cache-schema=L3:0=f", "ctr"][..],
+        ] {
+            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+            let items = scan_verb(&args, UPDATE_FLAGS, false);
+            let refused = rewrite(&ctx(), &args, &items, &mut std::io::empty()).unwrap_err();
+            assert_eq!(refused.denial.rule, "intel_rdt", "{args:?}");
+        }
     }
 
     #[test]
