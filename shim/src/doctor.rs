@@ -351,7 +351,11 @@ pub fn bind_source_verdict(
             format!("dockerd created {source} on the host"),
         ),
         (false, false) => match judge_failure(stderr) {
-            (Verdict::Closed, why) if stderr.contains("authorization denied") => {
+            // The gate's bind rule itself, not a refusal for another reason
+            // (a runtime the gate does not accept) that never judged the bind.
+            (Verdict::Closed, why)
+                if stderr.contains("authorization denied") && stderr.contains("authz-binds") =>
+            {
                 (Verdict::Closed, format!("source not created; {why}"))
             }
             (_, why) => (
@@ -494,10 +498,16 @@ mod tests {
         let src = "/var/tmp/x/missing";
         assert_eq!(bind_source_verdict(src, true, true, "").0, Verdict::Open);
         assert_eq!(bind_source_verdict(src, true, false, "").0, Verdict::Open);
-        let authz = "Error response from daemon: authorization denied by plugin vibe-shim: bind";
+        let authz = "Error response from daemon: authorization denied by plugin vibe-shim: vibe-shim: authz-binds: bind mount source is not under an allowed path";
         assert_eq!(
             bind_source_verdict(src, false, false, authz).0,
             Verdict::Closed
+        );
+        // Refused by the gate for another reason: the bind was never judged.
+        let other = "Error response from daemon: authorization denied by plugin vibe-shim: vibe-shim: authz-runtime: runtime is not vibe-shim's";
+        assert_eq!(
+            bind_source_verdict(src, false, false, other).0,
+            Verdict::Error
         );
         // The runtime refuses after dockerd made the source: not seeing it
         // here means doctor looks at another filesystem.
