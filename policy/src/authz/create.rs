@@ -47,6 +47,9 @@ fn judge_config(body: &[u8], kind: &'static Kind, cx: &Cx) -> Result<(), Denial>
     // (read by 20.10 when `HostConfig` is absent, ignored by Docker >= 23),
     // or the start body's HostConfig itself.
     judge_host_config(&doc, "", start, cx)?;
+    if !start {
+        super::network::judge_networking_config(&doc)?;
+    }
     // Every runtime some engine version could pick is judged.
     if let Some(rt) = doc.get("Runtime").filter(|v| !v.is_null()) {
         let Value::String(rt) = rt else {
@@ -96,6 +99,7 @@ fn judge_host_config(hc: &Value, prefix: &str, strict: bool, cx: &Cx) -> Result<
         }
         Some(other) => return Err(type_denial(&field, other, "a list")),
     }
+    super::network::judge_sysctls(hc, prefix)?;
     // Checked for type only; see the module comment.
     strings(hc, "VolumesFrom", prefix)?;
     // What a device request adds (CDI specs' devices, mounts and hooks,

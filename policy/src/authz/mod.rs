@@ -15,6 +15,10 @@
 //!   (`--gpus`, CDI), `Annotations`, and any HostConfig or mount field
 //!   Docker 28.5 (API 1.51) does not have: what the gate cannot judge;
 //! - `POST /volumes/create` of such a local volume ([`volume`]);
+//! - per-interface sysctls dockerd sets itself: endpoint driver option
+//!   `com.docker.network.endpoint.sysctls` at create and at
+//!   `POST /networks/{id}/connect`, `HostConfig.Sysctls` `net.ipv*.conf.*`
+//!   ([`network`]);
 //! - `docker cp` (`/containers/{id}/archive`, legacy `/copy`): dockerd
 //!   mounts the container's binds on the host and walks them as root,
 //!   outside the runtime, so a client that can write in a bind can race
@@ -34,6 +38,7 @@
 //! is refused: fail closed.
 
 mod create;
+mod network;
 pub mod route;
 pub mod schema;
 mod volume;
@@ -58,6 +63,7 @@ pub const RULE_SWARM: &str = "authz-swarm";
 pub const RULE_DEVICES: &str = "authz-devices";
 pub const RULE_ANNOTATIONS: &str = "authz-annotations";
 pub use create::RULE_RUNTIME;
+pub use network::RULE_SYSCTLS;
 pub use volume::RULE as RULE_VOLUME;
 
 /// dockerd shows the plugin a body only below this size
@@ -148,6 +154,7 @@ pub fn decide(req: &Request, cx: &Cx) -> Decision {
             version: Some(v), ..
         } if *v < (1, 24) => judge_old_start(req, cx),
         Endpoint::VolumeCreate => body(req).and_then(|b| judge_volume_create(b, cx)),
+        Endpoint::NetworkConnect => body(req).and_then(network::judge_connect),
         Endpoint::Archive => Err(Denial::new(
             RULE_ARCHIVE,
             "RequestURI",

@@ -23,6 +23,8 @@ pub enum Endpoint {
     Export,
     /// `POST /volumes/create`.
     VolumeCreate,
+    /// `POST /networks/{id}/connect`: `docker network connect`.
+    NetworkConnect,
     /// Plugin install/enable/configure: `/plugins/pull`, `/plugins/create`,
     /// `/plugins/{name}/enable|set|upgrade`.
     PluginInstall,
@@ -41,6 +43,7 @@ impl Endpoint {
             Endpoint::Archive => "container-archive",
             Endpoint::Export => "container-export",
             Endpoint::VolumeCreate => "volume-create",
+            Endpoint::NetworkConnect => "network-connect",
             Endpoint::PluginInstall => "plugin-install",
             Endpoint::Swarm => "swarm",
             Endpoint::Other => "other",
@@ -88,6 +91,10 @@ pub fn classify(method: &str, uri: &str) -> Result<Endpoint, RouteError> {
         },
         Some("volumes") if segments.len() == 2 && last == "create" && post => {
             Endpoint::VolumeCreate
+        }
+        // `{id:.*}`, as for containers.
+        Some("networks") if post && segments.len() >= 3 && last == "connect" => {
+            Endpoint::NetworkConnect
         }
         Some("plugins") if post => match (segments.len(), last) {
             (2, "pull" | "create") => Endpoint::PluginInstall,
@@ -219,6 +226,15 @@ mod tests {
         assert_eq!(ep("POST", "/v1.20/containers/a/copy"), Endpoint::Archive);
         assert_eq!(ep("GET", "/containers/a/export"), Endpoint::Export);
         assert_eq!(ep("POST", "/volumes/create"), Endpoint::VolumeCreate);
+        assert_eq!(
+            ep("POST", "/v1.51/networks/n/connect"),
+            Endpoint::NetworkConnect
+        );
+        assert_eq!(
+            ep("POST", "/networks/a/b/connect"),
+            Endpoint::NetworkConnect
+        );
+        assert_eq!(ep("POST", "/networks/n/disconnect"), Endpoint::Other);
         assert_eq!(
             ep("POST", "/v1.41/plugins/pull?remote=x"),
             Endpoint::PluginInstall

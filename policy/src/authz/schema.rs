@@ -55,8 +55,21 @@ const MOUNT: Kind = Struct(&[
     ),
 ]);
 
+/// `network.EndpointSettings`: only its driver options are judged.
+const ENDPOINT_SETTINGS: Kind = Struct(&[Field("DriverOpts", Map(&Leaf))]);
+
+/// `network.NetworkingConfig`: `POST /containers/create`'s NetworkingConfig.
+const NETWORKING_CONFIG: Kind = Struct(&[Field("EndpointsConfig", Map(&ENDPOINT_SETTINGS))]);
+
+/// `network.ConnectOptions` (20.10: `NetworkConnect`).
+pub const NETWORK_CONNECT: &[Field] = &[
+    Field("Container", Leaf),
+    Field("EndpointConfig", ENDPOINT_SETTINGS),
+];
+
 /// The judged fields of `container.HostConfig`.
 pub const HOST_CONFIG: &[Field] = &[
+    Field("Sysctls", Map(&Leaf)),
     Field("DeviceRequests", Any),
     Field("Annotations", Map(&Leaf)),
     Field("Binds", STRINGS),
@@ -72,6 +85,8 @@ pub const HOST_CONFIG: &[Field] = &[
 /// read at the top level (used when `HostConfig` is absent). Both places are
 /// judged. No `container.Config` field shares a name with these.
 pub const CREATE: &[Field] = &[
+    Field("Sysctls", Map(&Leaf)),
+    Field("NetworkingConfig", NETWORKING_CONFIG),
     Field("DeviceRequests", Any),
     Field("Annotations", Map(&Leaf)),
     Field("Binds", STRINGS),
@@ -94,3 +109,4 @@ pub const VOLUME_CREATE: &[Field] = &[
 pub static CREATE_KIND: Kind = Struct(CREATE);
 pub static HOST_CONFIG_KIND: Kind = Struct(HOST_CONFIG);
 pub static VOLUME_CREATE_KIND: Kind = Struct(VOLUME_CREATE);
+pub static NETWORK_CONNECT_KIND: Kind = Struct(NETWORK_CONNECT);

@@ -627,3 +627,59 @@ fn docker28_routes() {
         assert!(run(m, uri).allowed(), "{m} {uri}");
     }
 }
+
+#[test]
+fn per_interface_sysctls_dockerd_sets_itself_are_refused() {
+    let opt = r#"{"com.docker.network.endpoint.sysctls":"net.ipv4.conf.IFNAME.route_localnet=1"}"#;
+    for body in [
+        format!(
+            r#"{{"Image":"x","NetworkingConfig":{{"EndpointsConfig":{{"bridge":{{"DriverOpts":{opt}}}}}}}}}"#
+        ),
+        format!(
+            r#"{{"Image":"x","networkingconfig":{{"EndpointsConfig":{{"bridge":{{"DriverOpts":{opt}}}}}}}}}"#
+        ),
+        format!(
+            r#"{{"Image":"x","NetworkingConfig":{{"EndpointsConfig":{{"n":{{"driveropts":{opt}}}}}}}}}"#
+        ),
+        r#"{"Image":"x","HostConfig":{"Sysctls":{"net.ipv4.conf.eth0.route_localnet":"1"}}}"#
+            .into(),
+        r#"{"Image":"x","HostConfig":{"Sysctls":{"net.ipv6.conf.all.forwarding":"1"}}}"#.into(),
+        r#"{"Image":"x","Sysctls":{"net.ipv4.conf.eth0.proxy_arp":"1"}}"#.into(),
+    ] {
+        let d = create(&body);
+        assert!(d.denial.is_some(), "allowed: {body}");
+        let rule = denied(&d).rule;
+        assert!(
+            [RULE_SYSCTLS, RULE_BODY, "json-keys"].contains(&rule),
+            "{rule}: {body}"
+        );
+    }
+    // Namespaced sysctls the runtime judges, other driver options: allowed.
+    for body in [
+        r#"{"Image":"x","HostConfig":{"Sysctls":{"net.ipv4.ip_unprivileged_port_start":"0"}}}"#,
+        r#"{"Image":"x","NetworkingConfig":{"EndpointsConfig":{"bridge":{"DriverOpts":{"com.docker.network.endpoint.ifname":"eth1"}}}}}"#,
+        r#"{"Image":"x","NetworkingConfig":{"EndpointsConfig":{"bridge":null}}}"#,
+        r#"{"Image":"x","NetworkingConfig":null}"#,
+    ] {
+        assert!(create(body).denial.is_none(), "refused: {body}");
+    }
+    let connect = |body: &str| {
+        decide_with(
+            "POST",
+            "/v1.51/networks/n1/connect",
+            body.as_bytes(),
+            &FakeHost::new(),
+            &gate(),
+        )
+    };
+    let d = connect(&format!(
+        r#"{{"Container":"c","EndpointConfig":{{"DriverOpts":{opt}}}}}"#
+    ));
+    assert_eq!(denied(&d).rule, RULE_SYSCTLS);
+    assert!(
+        connect(r#"{"Container":"c","EndpointConfig":{"Aliases":["a"]}}"#)
+            .denial
+            .is_none()
+    );
+    assert!(connect(r#"{"Container":"c"}"#).denial.is_none());
+}
