@@ -544,17 +544,21 @@ fn run_door(env: &AuthzEnv, tag: &str, extra: &[&str], rule: &str) {
     ev.assert_never_ran();
 }
 
-/// The raw create body (API 1.51 path) with the evidence bind merged in.
+/// The raw create body (API 1.51 path) with the evidence bind merged in,
+/// under a unique name. The create is only a create (nothing to run), so
+/// the host evidence is dockerd's: no container of that name exists after.
 fn create_door(env: &AuthzEnv, tag: &str, host_config: serde_json::Value, rule: &str) {
     let ev = Evidence::new(tag);
+    let c = named(env, tag);
     let mut hc = host_config;
     hc["Binds"] = serde_json::json!([ev.bind()]);
     hc["NetworkMode"] = serde_json::json!("none");
     let body = serde_json::json!({"Image": IMAGE, "Cmd": ["touch", "/w/ran"], "HostConfig": hc});
-    let mut answer = env.api("POST", "/v1.51/containers/create", &body.to_string());
+    let path = |v: &str| format!("/{v}/containers/create?name={}", c.name);
+    let mut answer = env.api("POST", &path("v1.51"), &body.to_string());
     // 20.10 may answer a version above its own (1.41) before the plugin.
     if answer.0 == 400 && answer.1.contains("version") {
-        answer = env.api("POST", "/v1.41/containers/create", &body.to_string());
+        answer = env.api("POST", &path("v1.41"), &body.to_string());
     }
     let (code, text) = answer;
     assert_eq!(code, 403, "{body} -> {text}");
@@ -563,7 +567,14 @@ fn create_door(env: &AuthzEnv, tag: &str, host_config: serde_json::Value, rule: 
         env.plugin
     );
     assert!(text.contains(&want), "{body} -> {text}");
-    ev.assert_never_ran();
+    let filter = format!("name=^{}$", c.name);
+    let left = env.docker(&["ps", "-aq", "--filter", &filter]);
+    assert!(left.success(), "{left}");
+    assert!(
+        left.stdout.trim().is_empty(),
+        "dockerd created {} after the refusal: {left}",
+        c.name
+    );
 }
 
 #[test]
