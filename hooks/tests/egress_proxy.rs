@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use vibe_hooks::egress::proxy::{Container, Dial, Proxy, ProxySettings, Resolve};
+use vibe_hooks::egress::proxy::{Container, Dial, Proxy, ProxySettings, Resolve, CLOSE_GRACE};
 use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_policy::egress::sni::build_client_hello;
 
@@ -604,6 +604,50 @@ async fn dropping_serve_closes_the_listener_and_its_connections() {
         TcpStream::connect(lab.proxy_addr).await.is_err(),
         "the listener is closed"
     );
+}
+
+/// A container deleted (or the daemon stopping) mid-tunnel: the listener
+/// closes, the tunnel ends, and its log line is still written.
+#[tokio::test]
+async fn closing_a_listener_ends_its_tunnels_with_their_log_lines() {
+    let lab = lab(&["allowed.example"], true, |_| {}).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (close, closing) = tokio::sync::watch::channel(false);
+    let serving = tokio::spawn(lab.proxy.clone().serve_until(
+        listener,
+        lab.container.clone(),
+        closing,
+    ));
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    read_n(&mut s, OK_200.len()).await;
+    let hello = build_client_hello(Some("allowed.example"), 16_384);
+    s.write_all(&hello).await.unwrap();
+    read_n(&mut s, hello.len()).await;
+    close.send(true).unwrap();
+    tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(1), serving)
+        .await
+        .expect("serve_until ends within the grace")
+        .unwrap();
+    assert_eq!(read_all(&mut s).await, "", "the tunnel is closed");
+    assert!(
+        TcpStream::connect(addr).await.is_err(),
+        "the listener is closed"
+    );
+    let lines = lab.log_lines().await;
+    let l = lines
+        .iter()
+        .find(|l| l["decision"] == "allow")
+        .unwrap_or_else(|| panic!("no log line for the cut tunnel: {lines:?}"));
+    assert!(
+        l["error"].as_str().unwrap_or("").starts_with("closed:"),
+        "{l}"
+    );
+    assert_eq!(l["bytes_up"], hello.len() as u64);
+    assert_eq!(l["bytes_down"], hello.len() as u64);
 }
 
 #[tokio::test]

@@ -127,15 +127,15 @@ struct Listening {
     network: NetworkSection,
     addrs: Vec<String>,
     tasks: Vec<JoinHandle<()>>,
+    /// Set on drop: the serve tasks close the listeners at once, end every
+    /// connection with its log line, and are gone within CLOSE_GRACE, so
+    /// the namespace is no longer pinned.
+    close: tokio::sync::watch::Sender<bool>,
 }
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        // Cancelling the task drops the serve future: the listener and every
-        // connection it accepted close, and the namespace is no longer pinned.
-        for task in &self.tasks {
-            task.abort();
-        }
+        let _ = self.close.send(true);
     }
 }
 
@@ -155,6 +155,9 @@ struct Daemon {
     served: Mutex<HashMap<Key, Served>>,
     /// One deny-net refresh at a time: an older read never replaces a newer.
     refreshing: Mutex<()>,
+    /// Cloned into every serve task; at stop, the daemon drops its own and
+    /// waits until the channel closes: every connection logged.
+    done: Mutex<Option<tokio::sync::mpsc::Sender<()>>>,
 }
 
 async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), DaemonError> {
@@ -173,6 +176,7 @@ async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), Dae
         ..ProxySettings::default()
     })?;
     let (stop_tx, mut stop) = tokio::sync::oneshot::channel();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
     take_signals(proxy.clone(), stop_tx);
     let daemon = Arc::new(Daemon {
         proxy,
@@ -180,6 +184,7 @@ async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), Dae
         handle: Handle::current(),
         served: Mutex::new(HashMap::new()),
         refreshing: Mutex::new(()),
+        done: Mutex::new(Some(done_tx)),
     });
     // From here on no change of the host's addresses is missed; the first
     // sweep's read (below) covers one made since the first read.
@@ -222,6 +227,10 @@ async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), Dae
                     served.clear();
                     count
                 };
+                // Open connections end with their log lines.
+                drop(daemon.done.lock().unwrap_or_else(|e| e.into_inner()).take());
+                let grace = crate::egress::proxy::CLOSE_GRACE + Duration::from_secs(1);
+                let _ = tokio::time::timeout(grace, done_rx.recv()).await;
                 log(format_args!(
                     "{sig}: stopped; {count} container(s) left recorded for re-adoption"
                 ));
@@ -486,11 +495,13 @@ impl Daemon {
             network: record.network.clone(),
         });
         let _entered = self.handle.enter();
+        let (close, closing) = tokio::sync::watch::channel(false);
         let mut listening = Listening {
             ns,
             network: record.network.clone(),
             addrs: Vec::new(),
             tasks: Vec::new(),
+            close,
         };
         for std_listener in bound.listeners {
             let addr = std_listener
@@ -501,10 +512,15 @@ impl Daemon {
             let listener = tokio::net::TcpListener::from_std(std_listener)
                 .map_err(|e| format!("cannot hand {addr} to the runtime: {e}"))?;
             listening.addrs.push(addr);
-            listening.tasks.push(
-                self.handle
-                    .spawn(self.proxy.clone().serve(listener, container.clone())),
-            );
+            let serving =
+                self.proxy
+                    .clone()
+                    .serve_until(listener, container.clone(), closing.clone());
+            let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            listening.tasks.push(self.handle.spawn(async move {
+                serving.await;
+                drop(done);
+            }));
         }
         Ok(listening)
     }

@@ -194,12 +194,29 @@ impl Proxy {
         listener: tokio::net::TcpListener,
         container: Arc<Container>,
     ) {
+        let (_never, closing) = tokio::sync::watch::channel(false);
+        self.serve_until(listener, container, closing).await
+    }
+
+    /// [`Proxy::serve`] until `closing` turns true or its sender is gone
+    /// (the container was deleted, the daemon stops): then the listener
+    /// closes, every relay ends with its log line (error `closed: ...`),
+    /// and connections still unfinished after [`CLOSE_GRACE`] are dropped.
+    pub async fn serve_until(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        container: Arc<Container>,
+        closing: tokio::sync::watch::Receiver<bool>,
+    ) {
         // An invalid list (the config check makes this unlikely) refuses all.
         let hosts = Arc::new(HostList::new(&container.network));
         let slots = self.slots(&container);
         let mut tasks = JoinSet::new();
+        let mut watch = closing.clone();
         loop {
             tokio::select! {
+                // (The guard wait_for returns is dropped at once: not Send.)
+                _ = async { watch.wait_for(|c| *c).await.map(drop) } => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
                         let _ = stream.set_nodelay(true);
@@ -210,6 +227,7 @@ impl Proxy {
                             hosts: hosts.clone(),
                             client: stream,
                             _permit: permit,
+                            closing: closing.clone(),
                         };
                         tasks.spawn(conn.run());
                     }
@@ -219,6 +237,9 @@ impl Proxy {
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
         }
+        drop(listener);
+        let drained = async { while tasks.join_next().await.is_some() {} };
+        let _ = tokio::time::timeout(CLOSE_GRACE, drained).await;
     }
 
     fn slots(&self, container: &Arc<Container>) -> Arc<Semaphore> {
@@ -236,12 +257,17 @@ impl Proxy {
     }
 }
 
+/// How long a closing listener waits for its connections' log lines.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
 struct Conn {
     proxy: Arc<Proxy>,
     container: Arc<Container>,
     hosts: Arc<Result<HostList, String>>,
     client: TcpStream,
     _permit: Option<OwnedSemaphorePermit>,
+    /// True once the listener closes: a relay in progress ends, logged.
+    closing: tokio::sync::watch::Receiver<bool>,
 }
 
 /// What one connection did, for its log line.
@@ -429,17 +455,25 @@ impl Conn {
             UpLimit::from(req.body)
         };
         let idle = self.proxy.settings.idle_timeout;
-        if let Err(e) = relay::relay(
+        let transfer = self.proxy.settings.transfer;
+        let mut closing = self.closing.clone();
+        let relayed = relay::relay(
             &mut self.client,
             &mut upstream,
             &pending,
             limit,
             idle,
             &outcome.counts,
-            self.proxy.settings.transfer,
-        )
-        .await
-        {
+            transfer,
+        );
+        // The counts are the outcome's own: a relay cut here keeps them.
+        let result = tokio::select! {
+            r = relayed => r,
+            _ = async { closing.wait_for(|c| *c).await.map(drop) } => Err(std::io::Error::other(
+                "closed: the container's listener stopped (delete or daemon stop)",
+            )),
+        };
+        if let Err(e) = result {
             outcome.error = Some(e.to_string());
         }
         outcome
