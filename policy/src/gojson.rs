@@ -528,11 +528,6 @@ pub fn folds_to(key: &str, name: &str) -> bool {
     name.next().is_none()
 }
 
-/// RFC 6901 escaping of one path segment.
-fn segment(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
 /// On a refusal from below, prefixes its path with this level's segment.
 fn prefix(denial: &mut Option<Denial>, segment: &str) {
     if let Some(d) = denial {
@@ -665,7 +660,7 @@ impl<'de> Visitor<'de> for Checked<'_> {
                     match map.next_value_seed(seed) {
                         Ok(value) => value,
                         Err(e) => {
-                            prefix(self.denial, &segment(&key));
+                            prefix(self.denial, &crate::json::pointer_segment(&key));
                             return Err(e);
                         }
                     }
@@ -687,7 +682,12 @@ fn duplicate(key: &str) -> String {
 
 /// Records the refusal of `key` and returns the error that aborts the parse.
 fn refuse<E: de::Error>(slot: &mut Option<Denial>, key: &str, reason: String) -> E {
-    *slot = Some(Denial::new(RULE, format!("/{}", segment(key)), key, reason));
+    *slot = Some(Denial::new(
+        RULE,
+        format!("/{}", crate::json::pointer_segment(key)),
+        key,
+        reason,
+    ));
     E::custom("refused by vibe-shim")
 }
 

@@ -135,6 +135,12 @@ pub fn string_array(items: &[&str]) -> Value {
     Value::Array(items.iter().map(|item| Value::from(*item)).collect())
 }
 
+/// RFC 6901 escaping of one JSON-pointer path segment (a map key in a
+/// recorded field).
+pub fn pointer_segment(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 /// Lexically normalises an absolute path: collapses `//`, `.` and `..`
 /// (never above `/`). Used where the path is inside the container and so
 /// cannot be canonicalised on the host. Borrows when already clean, the

@@ -162,6 +162,24 @@ fn named<'a>(env: &'a AuthzEnv, tag: &str) -> Named<'a> {
     }
 }
 
+/// `docker volume create` of a local volume that binds host `device`.
+fn bind_volume(env: &AuthzEnv, name: &str, device: &str) -> Output {
+    let device = format!("device={device}");
+    env.docker(&[
+        "volume",
+        "create",
+        "-d",
+        "local",
+        "-o",
+        "type=none",
+        "-o",
+        "o=bind",
+        "-o",
+        &device,
+        name,
+    ])
+}
+
 const WORKTREES: &str = "/var/tmp/vibe-test/worktrees";
 /// Outside the allowlist, and the same path in the sid tree's namespace.
 const SHARED: &str = "/var/tmp/vibe-test";
@@ -254,19 +272,7 @@ fn mount_type_bind_and_volume_bind_options_are_refused() {
         name: unique_name("authz-vol"),
         volume: true,
     };
-    let out = env.docker(&[
-        "volume",
-        "create",
-        "-d",
-        "local",
-        "-o",
-        "type=none",
-        "-o",
-        "o=bind",
-        "-o",
-        "device=/etc",
-        &v.name,
-    ]);
+    let out = bind_volume(&env, &v.name, "/etc");
     env.assert_refused(&out, "authz-volume");
     let listed = env.docker(&["volume", "ls", "-q"]);
     assert!(!listed.stdout.lines().any(|l| l == v.name), "{listed}");
@@ -610,20 +616,7 @@ fn volume_subpath_is_refused() {
         name: unique_name("authz-subpath"),
         volume: true,
     };
-    let device = format!("device={}", vdir.0.display());
-    let out = env.docker(&[
-        "volume",
-        "create",
-        "-d",
-        "local",
-        "-o",
-        "type=none",
-        "-o",
-        "o=bind",
-        "-o",
-        &device,
-        &v.name,
-    ]);
+    let out = bind_volume(&env, &v.name, vdir.0.to_str().unwrap());
     assert!(out.success(), "{out}");
     create_door(
         &env,

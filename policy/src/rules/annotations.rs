@@ -27,17 +27,8 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
     let Some(Value::Object(annotations)) = spec.get_mut("annotations") else {
         return Ok(());
     };
-    annotations.retain(|key, value| {
-        let keep = !runc_acts_on(key);
-        if !keep {
-            rec.change(
-                RULE,
-                format!("/annotations/{}", key.replace('~', "~0").replace('/', "~1")),
-                value.clone(),
-                Value::Null,
-            );
-        }
-        keep
+    super::retain_recorded(annotations, RULE, "/annotations", rec, |key| {
+        !runc_acts_on(key)
     });
     Ok(())
 }

@@ -39,6 +39,29 @@ pub mod user;
 pub mod cgroups;
 pub mod root_path;
 
+/// Keeps the entries of `map` that `keep` accepts; each one dropped is
+/// recorded as `<at>/<key>` under `rule`.
+pub(crate) fn retain_recorded(
+    map: &mut serde_json::Map<String, serde_json::Value>,
+    rule: &'static str,
+    at: &str,
+    rec: &mut crate::decision::Record,
+    keep: impl Fn(&str) -> bool,
+) {
+    map.retain(|key, value| {
+        let kept = keep(key);
+        if !kept {
+            rec.change(
+                rule,
+                format!("{at}/{}", crate::json::pointer_segment(key)),
+                value.clone(),
+                serde_json::Value::Null,
+            );
+        }
+        kept
+    });
+}
+
 /// Test helper: runs one rule with `policy` on a fresh [`crate::FakeHost`],
 /// without a create context, and returns what it recorded.
 #[cfg(test)]

@@ -29,24 +29,10 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
     };
     // Exact names only: runc also accepts `net/ipv4/...`, which is dropped
     // rather than normalised.
-    sysctls.retain(|name, value| {
-        let keep = SAFE_SYSCTLS.contains(&name.as_str());
-        if !keep {
-            rec.change(
-                RULE,
-                format!("/linux/sysctl/{}", pointer_escape(name)),
-                value.clone(),
-                Value::Null,
-            );
-        }
-        keep
+    super::retain_recorded(sysctls, RULE, "/linux/sysctl", rec, |name| {
+        SAFE_SYSCTLS.contains(&name)
     });
     Ok(())
-}
-
-/// Escapes a JSON-pointer path segment (RFC 6901).
-fn pointer_escape(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]
