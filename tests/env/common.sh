@@ -67,3 +67,23 @@ stop_pid() {
     kill -KILL "$pid" 2>/dev/null || true
     sleep 0.2
 }
+
+# daemon.json's "runtimes" (JSON, built with jq so paths are quoted):
+# vibe-shim-<stem> per tests/policies/<stem>.toml, and vibe-shim for
+# default. The runtime names the real file (quickstart links default.toml
+# to /etc/vibe-shim/config.toml). up.sh and sid-up.sh both use it.
+runtimes_json() {
+    local runtimes='{}' link stem policy entry
+    for link in "$POLICY_DIR"/*.toml; do
+        [ -e "$link" ] || continue
+        stem=$(basename "$link" .toml)
+        policy=$(readlink -f "$link")
+        entry=$(jq -n --arg path "$SHIM_BIN" --arg cfg "$policy" \
+            '{path: $path, runtimeArgs: ["--config", $cfg]}')
+        runtimes=$(jq --arg name "vibe-shim-$stem" --argjson e "$entry" '. + {($name): $e}' <<<"$runtimes")
+        if [ "$stem" = default ]; then
+            runtimes=$(jq --argjson e "$entry" '. + {"vibe-shim": $e}' <<<"$runtimes")
+        fi
+    done
+    printf '%s\n' "$runtimes"
+}

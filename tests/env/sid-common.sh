@@ -45,23 +45,6 @@ sid_remove_tree() {
     rm -rf --one-file-system "$SID_TREE"
 }
 
-# One runtime per policy file, as up.sh registers them in the host dockerd.
-runtimes_json() {
-    local runtimes='{}' link stem policy entry
-    for link in "$POLICY_DIR"/*.toml; do
-        [ -e "$link" ] || continue
-        stem=$(basename "$link" .toml)
-        policy=$(readlink -f "$link")
-        entry=$(jq -n --arg path "$SHIM_BIN" --arg cfg "$policy" \
-            '{path: $path, runtimeArgs: ["--config", $cfg]}')
-        runtimes=$(jq --arg name "vibe-shim-$stem" --argjson e "$entry" '. + {($name): $e}' <<<"$runtimes")
-        if [ "$stem" = default ]; then
-            runtimes=$(jq --argjson e "$entry" '. + {"vibe-shim": $e}' <<<"$runtimes")
-        fi
-    done
-    printf '%s\n' "$runtimes"
-}
-
 # podman in the tree: its default network on a bridge and subnet of its own
 # (the host's podman owns podman0 / 10.88.0.0/16), nftables in its own table.
 sid_podman_config() {

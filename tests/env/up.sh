@@ -32,22 +32,9 @@ if ! ip -4 addr show dev "$BRIDGE" | grep -q "inet ${BRIDGE_CIDR%/*}/"; then
 fi
 ip link set "$BRIDGE" up
 
-# daemon.json: one runtime per policy file. Built with jq so paths are quoted
-# correctly; written only when it changes so a re-run can tell whether to reload.
-runtimes='{}'
-for link in "$POLICY_DIR"/*.toml; do
-    [ -e "$link" ] || continue
-    stem=$(basename "$link" .toml)
-    # The runtime names the real file (quickstart links default.toml to
-    # /etc/vibe-shim/config.toml).
-    policy=$(readlink -f "$link")
-    entry=$(jq -n --arg path "$SHIM_BIN" --arg cfg "$policy" \
-        '{path: $path, runtimeArgs: ["--config", $cfg]}')
-    runtimes=$(jq --arg name "vibe-shim-$stem" --argjson e "$entry" '. + {($name): $e}' <<<"$runtimes")
-    if [ "$stem" = default ]; then
-        runtimes=$(jq --argjson e "$entry" '. + {"vibe-shim": $e}' <<<"$runtimes")
-    fi
-done
+# daemon.json: one runtime per policy file; written only when it changes
+# so a re-run can tell whether to reload.
+runtimes=$(runtimes_json)
 new_json=$(jq -n \
     --argjson runtimes "$runtimes" \
     --arg bridge "$BRIDGE" \
