@@ -110,3 +110,21 @@ pub static CREATE_KIND: Kind = Struct(CREATE);
 pub static HOST_CONFIG_KIND: Kind = Struct(HOST_CONFIG);
 pub static VOLUME_CREATE_KIND: Kind = Struct(VOLUME_CREATE);
 pub static NETWORK_CONNECT_KIND: Kind = Struct(NETWORK_CONNECT);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The create body repeats HostConfig's judged fields at its top level
+    /// (the embedded 20.10 HostConfig): a field added to one list only
+    /// would go unjudged, for folding, in the other place.
+    #[test]
+    fn create_top_level_has_every_judged_host_config_field() {
+        for Field(name, _) in HOST_CONFIG {
+            assert!(
+                CREATE.iter().any(|Field(n, _)| n == name),
+                "{name} is judged in HostConfig but not at the create body's top level"
+            );
+        }
+    }
+}
