@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::task::JoinHandle;
 use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_policy::rules::proxy_env::PROXY_PORT;
 
@@ -126,7 +125,6 @@ struct Listening {
     ns: (u64, u64),
     network: NetworkSection,
     addrs: Vec<String>,
-    tasks: Vec<JoinHandle<()>>,
     /// Set on drop: the serve tasks close the listeners at once, end every
     /// connection with its log line, and are gone within CLOSE_GRACE, so
     /// the namespace is no longer pinned.
@@ -500,7 +498,6 @@ impl Daemon {
             ns,
             network: record.network.clone(),
             addrs: Vec::new(),
-            tasks: Vec::new(),
             close,
         };
         for std_listener in bound.listeners {
@@ -517,10 +514,11 @@ impl Daemon {
                     .clone()
                     .serve_until(listener, container.clone(), closing.clone());
             let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            listening.tasks.push(self.handle.spawn(async move {
+            // Detached: `close` (on drop) is what ends it.
+            self.handle.spawn(async move {
                 serving.await;
                 drop(done);
-            }));
+            });
         }
         Ok(listening)
     }
