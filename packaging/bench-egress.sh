@@ -2,7 +2,11 @@
 # The egress proxy's figures (issue 12): throughput through the proxy vs
 # direct (spliced and user-space-copied), added connect latency, 1,000
 # concurrent tunnels, memory of 200 idle listeners.
-#   packaging/bench-egress.sh [MiB] [rounds]   (default 1024 = 1 GiB, 3)
+#   packaging/bench-egress.sh [MiB] [rounds] [rates]
+#   (defaults: 1024 = 1 GiB, 3 rounds, rates 0,1,10,15,20 Gbit/s)
+# Rate 0 is an unpaced test host: a thread on the same two cores, so that
+# figure is this machine's CPU. The others pace the test host's sending
+# socket at that many Gbit/s, as a server behind a link of that speed.
 # Always on loopback (no root needed). As root, then again with the
 # upstream a test host in a network namespace of its own, reached over
 # veth pairs on 198.51.100.0/30 and 198.51.100.4/30 that exist only
@@ -14,11 +18,12 @@ cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || ulimit -n 16384 2>/dev/null || true
 MIB=${1:-1024}
 ROUNDS=${2:-3}
+RATES=${3:-0,1,10,15,20}
 cargo build --release -q -p vibe-hooks --example bench_egress
 BIN=target/release/examples/bench_egress
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== loopback"
-"$BIN" "$MIB" "$ROUNDS"
+"$BIN" "$MIB" "$ROUNDS" --rates "$RATES"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$(id -u)" != 0 ]; then
     echo "== netns layout skipped (needs root)"
@@ -45,5 +50,5 @@ ip -n "$CL" link set cl0 up
 ip -n "$UP" link set up0 up
 ip -n "$UP" link set up1 up
 echo "== netns: test host over veth"
-"$BIN" "$MIB" "$ROUNDS" --netns "/run/netns/$UP,/run/netns/$PX,/run/netns/$CL"
+"$BIN" "$MIB" "$ROUNDS" --rates "$RATES" --netns "/run/netns/$UP,/run/netns/$PX,/run/netns/$CL"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

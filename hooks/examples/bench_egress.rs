@@ -17,14 +17,22 @@
 //! with splice(2) (what the daemon does), and through the proxy copying in
 //! user space (`Transfer::Buffer`).
 //!
+//! `--rates G1,G2,...` (Gbit/s; 0 = unpaced, the default) repeats the
+//! throughput rounds with the test host's sending socket paced at each rate
+//! (SO_MAX_PACING_RATE: TCP's own pacing, no qdisc needed), standing in for
+//! a server behind a link of that speed. Unpaced, the test host is a thread
+//! on the same two cores as the proxy and the client, and the figure is the
+//! machine's CPU, not the proxy's capacity.
+//!
 //! `packaging/bench-egress.sh [MiB] [rounds]` (raises the fd limit) or
 //! `cargo run --release -p vibe-hooks --example bench_egress -- [MiB]
-//! [rounds] [--netns UP,PROXY,CLIENT]`.
+//! [rounds] [--netns UP,PROXY,CLIENT] [--rates G1,G2,...]`.
 
 use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -63,6 +71,29 @@ struct Layout {
     up: Option<PathBuf>,
     proxy: Option<PathBuf>,
     client: Option<PathBuf>,
+}
+
+/// The test host's sending rate for the next transfer, bytes/s (0: unpaced).
+static PACING: AtomicU64 = AtomicU64::new(0);
+
+/// Caps what `s` sends at `bytes_per_sec` (TCP's internal pacing).
+fn pace(s: &TcpStream, bytes_per_sec: u64) {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    if bytes_per_sec == 0 {
+        return;
+    }
+    // SAFETY: a u64 option value on a live socket fd, sized as passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&bytes_per_sec as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_MAX_PACING_RATE: {}", io::Error::last_os_error());
 }
 
 /// The upstream's addresses, as the client (direct) and the proxy see them.
@@ -240,8 +271,9 @@ where
     }
 }
 
-fn args() -> (u64, usize, Layout) {
+fn args() -> (u64, usize, Layout, Vec<f64>) {
     let (mut mib, mut rounds, mut layout) = (1024, 3, Layout::default());
+    let mut rates = vec![0.0];
     let mut plain = 0;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -254,6 +286,12 @@ fn args() -> (u64, usize, Layout) {
                 proxy: Some(p[1].clone()),
                 client: Some(p[2].clone()),
             };
+        } else if a == "--rates" {
+            let v = it.next().expect("--rates G1,G2,...");
+            rates = v
+                .split(',')
+                .map(|g| g.parse().expect("a rate in Gbit/s"))
+                .collect();
         } else {
             let n: u64 = a.parse().expect("a number");
             match plain {
@@ -263,7 +301,7 @@ fn args() -> (u64, usize, Layout) {
             plain += 1;
         }
     }
-    (mib, rounds.max(1), layout)
+    (mib, rounds.max(1), layout, rates)
 }
 
 /// A proxy with `transfer`, serving in its own thread (in the layout's
@@ -310,7 +348,7 @@ fn start_proxy(
 }
 
 fn main() {
-    let (mib, rounds, layout) = args();
+    let (mib, rounds, layout, rates) = args();
     let netns = layout.up.is_some();
     let total = mib * 1024 * 1024;
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -343,6 +381,7 @@ fn main() {
                 }
             });
             while let Ok((mut s, _)) = source.accept().await {
+                pace(&s, PACING.load(Ordering::Relaxed));
                 tokio::spawn(async move {
                     let buf = vec![7u8; 256 * 1024];
                     let mut left = total;
@@ -414,46 +453,72 @@ fn main() {
         with.saturating_sub(base) as f64 / 200.0,
         rss_kib()
     );
-    // 2. Throughput, `rounds` times: direct, spliced, copied.
+    // 2. Throughput, `rounds` times per rate: direct, spliced, copied.
     let gbps = |d: Duration| total as f64 * 8.0 / d.as_secs_f64() / 1e9;
-    let (mut splice_ratios, mut copy_ratios) = (Vec::new(), Vec::new());
-    for round in 1..=rounds {
-        let direct = measure(up_thread, None, &cl, async move {
-            drain(TcpStream::connect(direct_source).await.unwrap()).await
-        });
-        let spliced = measure(up_thread, Some(splice_thread), &cl, async move {
-            drain(connect_via(paddr, 9000).await).await
-        });
-        let copied = measure(up_thread, Some(copy_thread), &cl, async move {
-            drain(connect_via(caddr, 9000).await).await
-        });
-        assert_eq!(
-            (direct.bytes, spliced.bytes, copied.bytes),
-            (total, total, total),
-            "short transfer"
-        );
-        let ratio = |r: &Run| 100.0 * direct.wall.as_secs_f64() / r.wall.as_secs_f64();
-        splice_ratios.push(ratio(&spliced));
-        copy_ratios.push(ratio(&copied));
-        println!("throughput {mib} MiB, round {round}:");
-        for (name, r) in [
-            ("direct", &direct),
-            ("proxy (splice)", &spliced),
-            ("proxy (user-space copy)", &copied),
-        ] {
-            println!(
-                "  {name:<24} {:6.2} Gbit/s  ratio {:5.1} %  {}",
-                gbps(r.wall),
-                ratio(r),
-                r.cpu(total)
+    // (rate, median splice ratio) of each paced rate.
+    let mut paced_medians = Vec::new();
+    for gbit in rates {
+        PACING.store((gbit * 1e9 / 8.0) as u64, Ordering::Relaxed);
+        let paced = if gbit > 0.0 {
+            format!("test host paced at {gbit} Gbit/s")
+        } else {
+            "test host unpaced".to_string()
+        };
+        let (mut splice_ratios, mut copy_ratios) = (Vec::new(), Vec::new());
+        for round in 1..=rounds {
+            let direct = measure(up_thread, None, &cl, async move {
+                drain(TcpStream::connect(direct_source).await.unwrap()).await
+            });
+            let spliced = measure(up_thread, Some(splice_thread), &cl, async move {
+                drain(connect_via(paddr, 9000).await).await
+            });
+            let copied = measure(up_thread, Some(copy_thread), &cl, async move {
+                drain(connect_via(caddr, 9000).await).await
+            });
+            assert_eq!(
+                (direct.bytes, spliced.bytes, copied.bytes),
+                (total, total, total),
+                "short transfer"
             );
+            let ratio = |r: &Run| 100.0 * direct.wall.as_secs_f64() / r.wall.as_secs_f64();
+            splice_ratios.push(ratio(&spliced));
+            copy_ratios.push(ratio(&copied));
+            println!("throughput {mib} MiB, {paced}, round {round}:");
+            for (name, r) in [
+                ("direct", &direct),
+                ("proxy (splice)", &spliced),
+                ("proxy (user-space copy)", &copied),
+            ] {
+                println!(
+                    "  {name:<24} {:6.2} Gbit/s  ratio {:5.1} %  {}",
+                    gbps(r.wall),
+                    ratio(r),
+                    r.cpu(total)
+                );
+            }
+        }
+        let median = pct(&mut splice_ratios, 0.5);
+        println!(
+            "throughput ratio, {paced}, median of {rounds}: splice {median:.1} %, user-space copy {:.1} %",
+            pct(&mut copy_ratios, 0.5)
+        );
+        if gbit > 0.0 {
+            paced_medians.push((gbit, median));
         }
     }
-    println!(
-        "throughput ratio, median of {rounds}: splice {:.1} %, user-space copy {:.1} %",
-        pct(&mut splice_ratios, 0.5),
-        pct(&mut copy_ratios, 0.5)
-    );
+    PACING.store(0, Ordering::Relaxed);
+    if !paced_medians.is_empty() {
+        paced_medians.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // The highest rate up to which every paced rate kept 90 %.
+        let kept = paced_medians
+            .iter()
+            .take_while(|(_, m)| *m >= 90.0)
+            .last()
+            .map_or("none of the paced rates".to_string(), |(g, _)| {
+                format!("up to {g} Gbit/s")
+            });
+        println!("proxy (splice) median >= 90 % of direct: {kept}");
+    }
 
     // 3. Connect latency: connect (+ CONNECT/200) + a 1-byte round trip.
     let (mut d, mut p) = on_thread(&cl, async move {
