@@ -81,8 +81,12 @@ pub fn run(options: Options) -> Result<(), DaemonError> {
 }
 
 /// Takes the signals on a thread of its own: SIGHUP reopens the log,
-/// SIGTERM/SIGINT fire `stop`.
-fn take_signals(proxy: Arc<Proxy>, stop: tokio::sync::oneshot::Sender<&'static str>) {
+/// SIGTERM/SIGINT fire `stop`. Without that thread the daemon does not
+/// start: every thread blocks these signals, so none would take them.
+fn take_signals(
+    proxy: Arc<Proxy>,
+    stop: tokio::sync::oneshot::Sender<&'static str>,
+) -> Result<(), DaemonError> {
     use nix::sys::signal::Signal;
     let spawned = std::thread::Builder::new()
         .name("vibe-egress-sig".into())
@@ -105,9 +109,9 @@ fn take_signals(proxy: Arc<Proxy>, stop: tokio::sync::oneshot::Sender<&'static s
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
         });
-    if let Err(e) = spawned {
-        log(format_args!("cannot start the signal thread: {e}"));
-    }
+    spawned
+        .map(drop)
+        .map_err(|e| DaemonError::Runtime(std::io::Error::other(format!("signal thread: {e}"))))
 }
 
 fn log(message: impl std::fmt::Display) {
@@ -175,7 +179,7 @@ async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), Dae
     })?;
     let (stop_tx, mut stop) = tokio::sync::oneshot::channel();
     let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
-    take_signals(proxy.clone(), stop_tx);
+    take_signals(proxy.clone(), stop_tx)?;
     let daemon = Arc::new(Daemon {
         proxy,
         records: options.records.clone(),
