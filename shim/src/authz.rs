@@ -93,6 +93,7 @@ fn parse_args(config: &Path, args: &[OsString]) -> Result<Options, AuthzError> {
             "--socket" => opts.socket = PathBuf::from(value()?),
             "--runtime" => runtimes.push(value()?),
             "--default-runtime" => opts.gate.default_runtime = value()?,
+            "--mount-binds-only" if inline.is_none() => opts.gate.mount_binds_only = true,
             other => return Err(AuthzError::Usage(format!("unknown argument {other}"))),
         }
     }
@@ -124,11 +125,16 @@ fn serve(config: &Path, args: &[OsString]) -> Result<(), AuthzError> {
     runtime.block_on(async move {
         let listener = bind(&opts.socket)?;
         eprintln!(
-            "vibe-shim: authz: serving {} (policy {}, runtimes {:?}, default runtime {})",
+            "vibe-shim: authz: serving {} (policy {}, runtimes {:?}, default runtime {}{})",
             opts.socket.display(),
             opts.config.display(),
             opts.gate.runtimes,
-            opts.gate.default_runtime
+            opts.gate.default_runtime,
+            if opts.gate.mount_binds_only {
+                ", --mount-binds-only"
+            } else {
+                ""
+            }
         );
         let state = Arc::new((policy, opts.gate));
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -375,6 +381,11 @@ mod tests {
         assert_eq!(o.socket, PathBuf::from("/s"));
         assert_eq!(o.gate.runtimes, ["a", "b"]);
         assert_eq!(o.gate.default_runtime, "runc");
+        assert!(!o.gate.mount_binds_only);
         assert!(parse_args(Path::new("/c"), &[OsString::from("--nope")]).is_err());
+        let o = parse_args(Path::new("/c"), &[OsString::from("--mount-binds-only")]).unwrap();
+        assert!(o.gate.mount_binds_only);
+        // A switch, not a flag with a value.
+        assert!(parse_args(Path::new("/c"), &[OsString::from("--mount-binds-only=no")]).is_err());
     }
 }

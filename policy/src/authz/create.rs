@@ -148,10 +148,26 @@ fn judge_bind_spec(spec: &str, field: &str, cx: &Cx) -> Result<(), Denial> {
     let parts: Vec<&str> = spec.split(':').collect();
     match parts.first() {
         Some(source) if parts.len() >= 2 && source.starts_with('/') => {
+            refuse_created_bind(source, field, cx)?;
             host_path(source, field, RULE_BINDS, cx.policy, cx.host)
         }
         _ => Ok(()),
     }
+}
+
+/// Under `--mount-binds-only`, a bind that dockerd would create if missing
+/// (see [`super::Gate::mount_binds_only`]).
+fn refuse_created_bind(source: &str, field: &str, cx: &Cx) -> Result<(), Denial> {
+    if !cx.gate.mount_binds_only {
+        return Ok(());
+    }
+    Err(Denial::new(
+        RULE_BINDS,
+        field,
+        super::one_line(source, 256),
+        "binds dockerd may create are refused (vibe-shim authz --mount-binds-only): \
+         use --mount type=bind, without bind-create-src",
+    ))
 }
 
 fn judge_mount(mount: &Value, field: &str, cx: &Cx) -> Result<(), Denial> {
@@ -187,17 +203,18 @@ fn judge_mount(mount: &Value, field: &str, cx: &Cx) -> Result<(), Denial> {
         ));
     }
     known_keys(mount, MOUNT_KEYS, field)?;
-    options("BindOptions", BIND_OPTION_KEYS)?;
+    let bind_options = options("BindOptions", BIND_OPTION_KEYS)?;
     options("TmpfsOptions", TMPFS_OPTION_KEYS)?;
     let volume_options = options("VolumeOptions", VOLUME_OPTION_KEYS)?;
     match kind.as_str() {
-        "bind" => host_path(
-            &text(mount.get("Source"), "/Source")?,
-            &format!("{field}/Source"),
-            RULE_BINDS,
-            cx.policy,
-            cx.host,
-        ),
+        "bind" => {
+            let source = text(mount.get("Source"), "/Source")?;
+            let field = format!("{field}/Source");
+            if bind_options.and_then(|o| o.get("CreateMountpoint")) == Some(&Value::Bool(true)) {
+                refuse_created_bind(&source, &field, cx)?;
+            }
+            host_path(&source, &field, RULE_BINDS, cx.policy, cx.host)
+        }
         "volume" => {
             let Some(volume_options) = volume_options else {
                 return Ok(());

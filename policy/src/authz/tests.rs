@@ -20,6 +20,7 @@ fn gate() -> Gate {
     Gate {
         runtimes: vec!["vibe-shim".into(), "runc".into()],
         default_runtime: "runc".into(),
+        mount_binds_only: false,
     }
 }
 
@@ -128,6 +129,7 @@ fn runtime_must_be_one_of_ours() {
     let only_ours = Gate {
         runtimes: vec!["vibe-shim".into()],
         default_runtime: "runc".into(),
+        ..Gate::default()
     };
     let host = FakeHost::new();
     let run = |body: &str, gate: &Gate| {
@@ -393,6 +395,7 @@ fn only_ours() -> Gate {
     Gate {
         runtimes: vec!["vibe-shim".into()],
         default_runtime: "runc".into(),
+        ..Gate::default()
     }
 }
 
@@ -491,6 +494,52 @@ fn docker28_mount_fields_the_gate_cannot_judge_are_refused() {
             "BindOptions":{"CreateMountpoint":true}}]}}"#,
     );
     assert_eq!(denied(&d).rule, RULE_BINDS);
+}
+
+#[test]
+fn mount_binds_only_refuses_every_bind_dockerd_may_create() {
+    let strict = Gate {
+        mount_binds_only: true,
+        ..gate()
+    };
+    let host = FakeHost::new();
+    let run = |body: &str, gate: &Gate| {
+        decide_with("POST", "/containers/create", body.as_bytes(), &host, gate)
+    };
+    let created = [
+        // `-v`, existing or not: a container that writes the parent can
+        // swap a component for a symlink before dockerd's MkdirAll.
+        (
+            r#"{"HostConfig":{"Binds":["/srv/wt/a:/x"]}}"#,
+            "/HostConfig/Binds/0",
+        ),
+        (
+            r#"{"Binds":["/srv/wt/a:/x:ro"],"HostConfig":null}"#,
+            "/Binds/0",
+        ),
+        (
+            r#"{"HostConfig":{"Mounts":[{"Type":"bind","Source":"/srv/wt/a","Target":"/x",
+                "BindOptions":{"CreateMountpoint":true}}]}}"#,
+            "/HostConfig/Mounts/0/Source",
+        ),
+    ];
+    for (body, field) in created {
+        assert!(run(body, &gate()).allowed(), "{body}");
+        let d = run(body, &strict);
+        assert_eq!(denied(&d).rule, RULE_BINDS, "{body}");
+        assert_eq!(denied(&d).field, field, "{body}");
+        assert!(denied(&d).reason.contains("--mount-binds-only"), "{d:?}");
+    }
+    // What dockerd never creates still passes: `--mount type=bind`, and
+    // named volumes given with `-v`.
+    for body in [
+        r#"{"HostConfig":{"Mounts":[{"Type":"bind","Source":"/srv/wt/a","Target":"/x"}]}}"#,
+        r#"{"HostConfig":{"Mounts":[{"Type":"bind","Source":"/srv/wt/a","Target":"/x",
+            "BindOptions":{"CreateMountpoint":false}}]}}"#,
+        r#"{"HostConfig":{"Binds":["named:/x"]}}"#,
+    ] {
+        assert!(run(body, &strict).allowed(), "{body}");
+    }
 }
 
 #[test]
