@@ -93,7 +93,7 @@ fn parse_args(config: &Path, args: &[OsString]) -> Result<Options, AuthzError> {
             "--socket" => opts.socket = PathBuf::from(value()?),
             "--runtime" => runtimes.push(value()?),
             "--default-runtime" => opts.gate.default_runtime = value()?,
-            "--mount-binds-only" if inline.is_none() => opts.gate.mount_binds_only = true,
+            "--allow-bind-create" if inline.is_none() => opts.gate.allow_bind_create = true,
             other => return Err(AuthzError::Usage(format!("unknown argument {other}"))),
         }
     }
@@ -130,8 +130,8 @@ fn serve(config: &Path, args: &[OsString]) -> Result<(), AuthzError> {
             opts.config.display(),
             opts.gate.runtimes,
             opts.gate.default_runtime,
-            if opts.gate.mount_binds_only {
-                ", --mount-binds-only"
+            if opts.gate.allow_bind_create {
+                ", --allow-bind-create"
             } else {
                 ""
             }
@@ -381,11 +381,11 @@ mod tests {
         assert_eq!(o.socket, PathBuf::from("/s"));
         assert_eq!(o.gate.runtimes, ["a", "b"]);
         assert_eq!(o.gate.default_runtime, "runc");
-        assert!(!o.gate.mount_binds_only);
+        assert!(!o.gate.allow_bind_create);
         assert!(parse_args(Path::new("/c"), &[OsString::from("--nope")]).is_err());
-        let o = parse_args(Path::new("/c"), &[OsString::from("--mount-binds-only")]).unwrap();
-        assert!(o.gate.mount_binds_only);
+        let o = parse_args(Path::new("/c"), &[OsString::from("--allow-bind-create")]).unwrap();
+        assert!(o.gate.allow_bind_create);
         // A switch, not a flag with a value.
-        assert!(parse_args(Path::new("/c"), &[OsString::from("--mount-binds-only=no")]).is_err());
+        assert!(parse_args(Path::new("/c"), &[OsString::from("--allow-bind-create=no")]).is_err());
     }
 }

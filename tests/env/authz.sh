@@ -46,6 +46,9 @@ RUNTIME=${VIBE_TEST_RUNTIME:-vibe-shim}
 # More runtime names the plugin accepts as vibe-shim's (space-separated):
 # tests/env/lockdown.sh adds `runc` while runc is diverted to vibe-shim.
 ALSO_ALLOW=${VIBE_AUTHZ_ALSO_ALLOW:-}
+# More flags for the plugin (space-separated): e2e_authz restarts it with
+# --allow-bind-create for one test.
+PLUGIN_ARGS=${VIBE_AUTHZ_PLUGIN_ARGS:-}
 POLICY=$REPO/tests/policies/default.toml
 SOCK=$AUTHZ_STATE/docker.sock
 
@@ -71,10 +74,11 @@ plugin_start() {
     fi
     [ -x "$SHIM_BIN" ] || die "$SHIM_BIN missing: cargo build --release"
     log "starting authz plugin $AUTHZ_PLUGIN (log: $AUTHZ_STATE/plugin.log)"
-    local also=() name
+    local also=() name extra=()
     for name in $ALSO_ALLOW; do also+=(--runtime "$name"); done
+    read -ra extra <<<"$PLUGIN_ARGS"
     setsid "$SHIM_BIN" authz --config "$POLICY" --socket "$PLUGIN_SOCK" \
-        --runtime "$RUNTIME" "${also[@]}" --default-runtime "$RUNTIME" \
+        --runtime "$RUNTIME" "${also[@]}" --default-runtime "$RUNTIME" "${extra[@]}" \
         </dev/null >>"$AUTHZ_STATE/plugin.log" 2>&1 &
     echo $! >"$AUTHZ_STATE/plugin.pid"
     local deadline=$((SECONDS + 10))

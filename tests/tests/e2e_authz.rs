@@ -128,6 +128,19 @@ impl AuthzEnv {
         );
     }
 
+    /// `tests/env/authz.sh VERB` with the same plugin, state and runtime as
+    /// the env's `up`, and `plugin_args` for a plugin it starts.
+    fn script(&self, verb: &str, plugin_args: &str) -> Output {
+        let mut cmd = Command::new("bash");
+        cmd.arg(&self.script)
+            .arg(verb)
+            .env("VIBE_AUTHZ_STATE", &self.state)
+            .env("VIBE_AUTHZ_PLUGIN", &self.plugin)
+            .env("VIBE_TEST_RUNTIME", &self.runtime)
+            .env("VIBE_AUTHZ_PLUGIN_ARGS", plugin_args);
+        run_bounded(cmd, None, Duration::from_secs(60))
+    }
+
     fn plugin_log_has(&self, needle: &str) -> bool {
         std::fs::read_to_string(&self.plugin_log)
             .unwrap_or_default()
@@ -414,7 +427,7 @@ fn allowed_bind_with_the_default_runtime_runs_confined() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("f"), "from-host\n").unwrap();
     let c = named(&env, "authz-ok");
-    let bind = format!("{}:/w", dir.display());
+    let mount = format!("type=bind,src={},dst=/w", dir.display());
     let out = env.docker(&[
         "run",
         "--rm",
@@ -422,8 +435,8 @@ fn allowed_bind_with_the_default_runtime_runs_confined() {
         &c.name,
         "--network",
         "none",
-        "-v",
-        &bind,
+        "--mount",
+        &mount,
         IMAGE,
         "sh",
         "-c",
@@ -442,16 +455,7 @@ fn allowed_bind_with_the_default_runtime_runs_confined() {
 fn plugin_down_means_dockerd_refuses() {
     let Some(env) = authz_env() else { return };
     let _alone = PLUGIN.write().unwrap_or_else(|e| e.into_inner());
-    let script = |verb: &str| {
-        // The same plugin, state and runtime as the env's `up`.
-        let mut cmd = Command::new("bash");
-        cmd.arg(&env.script)
-            .arg(verb)
-            .env("VIBE_AUTHZ_STATE", &env.state)
-            .env("VIBE_AUTHZ_PLUGIN", &env.plugin)
-            .env("VIBE_TEST_RUNTIME", &env.runtime);
-        run_bounded(cmd, None, Duration::from_secs(60))
-    };
+    let script = |verb: &str| env.script(verb, "");
     script("plugin-kill").ok();
     let marker = PathBuf::from(SHARED).join(unique_name("authz-down"));
     let c = named(&env, "authz-down");
@@ -496,6 +500,144 @@ fn plugin_down_means_dockerd_refuses() {
     assert!(out.success(), "after restart: {out}");
 }
 
+/// The plugin restarted with `plugin_args` while this lives; the env's
+/// own plugin again on drop (also after a failed assertion).
+struct PluginWith<'a> {
+    env: &'a AuthzEnv,
+}
+
+impl<'a> PluginWith<'a> {
+    fn start(env: &'a AuthzEnv, plugin_args: &str) -> PluginWith<'a> {
+        let _ = env.script("plugin-stop", "");
+        let out = env.script("plugin-start", plugin_args);
+        assert!(out.success(), "plugin {plugin_args}: {out}");
+        PluginWith { env }
+    }
+}
+
+impl Drop for PluginWith<'_> {
+    fn drop(&mut self) {
+        let _ = self.env.script("plugin-stop", "");
+        let out = self.env.script("plugin-start", "");
+        if !out.success() {
+            eprintln!("could not restart the env's plugin: {out}");
+        }
+    }
+}
+
+/// The `-v` creation door. dockerd creates a missing `-v` source with
+/// MkdirAll, as root, when the container starts: after the gate judged the
+/// create. A container that writes its worktree swaps a directory on the
+/// path for a symlink in between, and dockerd creates the rest wherever the
+/// symlink points (seen on Docker 20.10 with the previous gate: `create -v
+/// <worktree>/d/new`, then `d` -> an outside directory, then `start` made
+/// `<outside>/new`). The gate now refuses `-v` host paths and
+/// CreateMountpoint; `--mount type=bind` never creates, even at start.
+/// The swap is done from the host here, as the container could.
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn binds_dockerd_would_create_are_refused_and_mount_never_creates() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let worktree = Path::new(WORKTREES).join(unique_name("authz-create"));
+    let outside = Path::new(SHARED).join(unique_name("authz-create-out"));
+    std::fs::create_dir_all(worktree.join("d/new")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let cleanup = || {
+        let _ = std::fs::remove_dir_all(&worktree);
+        let _ = std::fs::remove_dir_all(&outside);
+    };
+    let source = worktree.join("d/new");
+    let c = named(&env, "authz-create");
+    let bind = format!("{}:/x", source.display());
+    let out = env.docker(&[
+        "create",
+        "--name",
+        &c.name,
+        "--network",
+        "none",
+        "-v",
+        &bind,
+        IMAGE,
+        "true",
+    ]);
+    env.assert_refused(&out, "authz-binds");
+    assert!(out.stderr.contains("--mount type=bind"), "{out}");
+    // bind-create-src (CreateMountpoint), as the raw API (the 20.10 CLI
+    // does not send it) and as Compose sends it by default.
+    let body = serde_json::json!({"Image": IMAGE, "HostConfig": {"Mounts": [{
+        "Type": "bind", "Source": source.display().to_string(), "Target": "/x",
+        "BindOptions": {"CreateMountpoint": true}}]}});
+    let (code, text) = env.api("POST", "/v1.41/containers/create", &body.to_string());
+    assert_eq!(code, 403, "{text}");
+    assert!(text.contains("authz-binds"), "{text}");
+    // The same swap against `--mount`: created, swapped, started.
+    let mount = format!("type=bind,src={},dst=/x", source.display());
+    let out = env.docker(&[
+        "create",
+        "--name",
+        &c.name,
+        "--network",
+        "none",
+        "--mount",
+        &mount,
+        IMAGE,
+        "true",
+    ]);
+    assert!(out.success(), "--mount type=bind refused: {out}");
+    std::fs::remove_dir_all(worktree.join("d")).unwrap();
+    std::os::unix::fs::symlink(&outside, worktree.join("d")).unwrap();
+    let out = env.docker(&["start", "-a", &c.name]);
+    let made: Vec<_> = std::fs::read_dir(&outside)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    cleanup();
+    assert!(
+        made.is_empty(),
+        "dockerd created {made:?} in {}: {out}",
+        outside.display()
+    );
+    assert!(!out.success(), "started with the swapped source: {out}");
+}
+
+/// `--allow-bind-create` lets `-v` through again (the source must still be
+/// allowed), for admins who accept that door (README Limits).
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn allow_bind_create_lets_allowed_v_binds_through() {
+    let Some(env) = authz_env() else { return };
+    let _alone = PLUGIN.write().unwrap_or_else(|e| e.into_inner());
+    let _plugin = PluginWith::start(&env, "--allow-bind-create");
+    let dir = Path::new(WORKTREES).join(unique_name("authz-allow-create"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("f"), "from-host\n").unwrap();
+    let bind = format!("{}:/w", dir.display());
+    let out = env.docker(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "-v",
+        &bind,
+        IMAGE,
+        "cat",
+        "/w/f",
+    ]);
+    let outside = env.docker(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "-v",
+        "/etc:/w",
+        IMAGE,
+        "true",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.success() && out.stdout.contains("from-host"), "{out}");
+    env.assert_refused(&outside, "authz-binds");
+}
+
 // ---- Docker 28 (API 1.51) doors: refused on both stacks -----------------------
 
 /// An allowed worktree the container would write `ran` into: host evidence
@@ -509,8 +651,10 @@ impl Evidence {
         Evidence(dir)
     }
 
-    fn bind(&self) -> String {
-        format!("{}:/w", self.0.display())
+    /// As `--mount` (a `-v` bind would be refused for what dockerd may
+    /// create, before the door under test is judged).
+    fn mount(&self) -> String {
+        format!("type=bind,src={},dst=/w", self.0.display())
     }
 
     fn assert_never_ran(&self) {
@@ -528,11 +672,11 @@ impl Drop for Evidence {
     }
 }
 
-/// `docker run` with `extra` flags and the evidence bind, `touch /w/ran`.
+/// `docker run` with `extra` flags and the evidence mount, `touch /w/ran`.
 fn run_door(env: &AuthzEnv, tag: &str, extra: &[&str], rule: &str) {
     let ev = Evidence::new(tag);
     let c = named(env, tag);
-    let bind = ev.bind();
+    let mount = ev.mount();
     let mut args = vec![
         "run",
         "--rm",
@@ -540,8 +684,8 @@ fn run_door(env: &AuthzEnv, tag: &str, extra: &[&str], rule: &str) {
         &c.name,
         "--network",
         "none",
-        "-v",
-        &bind,
+        "--mount",
+        &mount,
     ];
     args.extend_from_slice(extra);
     args.extend_from_slice(&[IMAGE, "touch", "/w/ran"]);
@@ -550,14 +694,18 @@ fn run_door(env: &AuthzEnv, tag: &str, extra: &[&str], rule: &str) {
     ev.assert_never_ran();
 }
 
-/// The raw create body (API 1.51 path) with the evidence bind merged in,
+/// The raw create body (API 1.51 path) with the evidence mount added last,
 /// under a unique name. The create is only a create (nothing to run), so
 /// the host evidence is dockerd's: no container of that name exists after.
 fn create_door(env: &AuthzEnv, tag: &str, host_config: serde_json::Value, rule: &str) {
     let ev = Evidence::new(tag);
     let c = named(env, tag);
     let mut hc = host_config;
-    hc["Binds"] = serde_json::json!([ev.bind()]);
+    let evidence = serde_json::json!({"Type": "bind", "Source": ev.0, "Target": "/w"});
+    match hc["Mounts"].as_array_mut() {
+        Some(mounts) => mounts.push(evidence),
+        None => hc["Mounts"] = serde_json::json!([evidence]),
+    }
     hc["NetworkMode"] = serde_json::json!("none");
     let body = serde_json::json!({"Image": IMAGE, "Cmd": ["touch", "/w/ran"], "HostConfig": hc});
     let path = |v: &str| format!("/{v}/containers/create?name={}", c.name);

@@ -148,25 +148,26 @@ fn judge_bind_spec(spec: &str, field: &str, cx: &Cx) -> Result<(), Denial> {
     let parts: Vec<&str> = spec.split(':').collect();
     match parts.first() {
         Some(source) if parts.len() >= 2 && source.starts_with('/') => {
-            refuse_created_bind(source, field, cx)?;
-            host_path(source, field, RULE_BINDS, cx.policy, cx.host)
+            host_path(source, field, RULE_BINDS, cx.policy, cx.host)?;
+            refuse_created_bind(source, field, cx)
         }
         _ => Ok(()),
     }
 }
 
-/// Under `--mount-binds-only`, a bind that dockerd would create if missing
-/// (see [`super::Gate::mount_binds_only`]).
+/// A bind that dockerd would create if its source were missing at start
+/// (see [`super::Gate::allow_bind_create`]): refused unless allowed.
 fn refuse_created_bind(source: &str, field: &str, cx: &Cx) -> Result<(), Denial> {
-    if !cx.gate.mount_binds_only {
+    if cx.gate.allow_bind_create {
         return Ok(());
     }
     Err(Denial::new(
         RULE_BINDS,
         field,
         super::one_line(source, 256),
-        "binds dockerd may create are refused (vibe-shim authz --mount-binds-only): \
-         use --mount type=bind, without bind-create-src",
+        "dockerd creates a missing -v source as root when the container starts, \
+         following symlinks a container can plant: use --mount type=bind \
+         (without bind-create-src), which never creates",
     ))
 }
 
@@ -210,10 +211,11 @@ fn judge_mount(mount: &Value, field: &str, cx: &Cx) -> Result<(), Denial> {
         "bind" => {
             let source = text(mount.get("Source"), "/Source")?;
             let field = format!("{field}/Source");
+            host_path(&source, &field, RULE_BINDS, cx.policy, cx.host)?;
             if bind_options.and_then(|o| o.get("CreateMountpoint")) == Some(&Value::Bool(true)) {
                 refuse_created_bind(&source, &field, cx)?;
             }
-            host_path(&source, &field, RULE_BINDS, cx.policy, cx.host)
+            Ok(())
         }
         "volume" => {
             let Some(volume_options) = volume_options else {

@@ -80,11 +80,12 @@ pub struct Gate {
     /// What dockerd runs when a client names no runtime (its
     /// `default-runtime`, `runc` unless configured): judged by that name.
     pub default_runtime: String,
-    /// Refuse the binds dockerd may create (`-v` host paths, and
-    /// `CreateMountpoint`): its `MkdirAll` runs as root and follows any
-    /// symlink a container plants in a directory it can write, between
-    /// this judgement and dockerd's. `--mount type=bind` never creates.
-    pub mount_binds_only: bool,
+    /// Let through the binds dockerd may create (`-v` host paths, and
+    /// `CreateMountpoint`). Off: dockerd creates a missing source with
+    /// `MkdirAll` as root when the container starts, following any symlink
+    /// a container planted in a directory it writes after this judgement;
+    /// `--mount type=bind` never creates and is always judged as usual.
+    pub allow_bind_create: bool,
 }
 
 impl Default for Gate {
@@ -92,7 +93,7 @@ impl Default for Gate {
         Gate {
             runtimes: vec!["vibe-shim".to_string()],
             default_runtime: "runc".to_string(),
-            mount_binds_only: false,
+            allow_bind_create: false,
         }
     }
 }

@@ -20,7 +20,7 @@ fn gate() -> Gate {
     Gate {
         runtimes: vec!["vibe-shim".into(), "runc".into()],
         default_runtime: "runc".into(),
-        mount_binds_only: false,
+        allow_bind_create: true,
     }
 }
 
@@ -497,18 +497,26 @@ fn docker28_mount_fields_the_gate_cannot_judge_are_refused() {
 }
 
 #[test]
-fn mount_binds_only_refuses_every_bind_dockerd_may_create() {
+fn binds_dockerd_may_create_are_refused_unless_allowed() {
+    // gate() allows them (most tests here judge the allowlist through -v).
     let strict = Gate {
-        mount_binds_only: true,
+        allow_bind_create: false,
         ..gate()
     };
+    assert_eq!(
+        strict,
+        Gate {
+            runtimes: strict.runtimes.clone(),
+            ..Gate::default()
+        }
+    );
     let host = FakeHost::new();
     let run = |body: &str, gate: &Gate| {
         decide_with("POST", "/containers/create", body.as_bytes(), &host, gate)
     };
     let created = [
         // `-v`, existing or not: a container that writes the parent can
-        // swap a component for a symlink before dockerd's MkdirAll.
+        // swap a component for a symlink before dockerd's MkdirAll at start.
         (
             r#"{"HostConfig":{"Binds":["/srv/wt/a:/x"]}}"#,
             "/HostConfig/Binds/0",
@@ -528,8 +536,11 @@ fn mount_binds_only_refuses_every_bind_dockerd_may_create() {
         let d = run(body, &strict);
         assert_eq!(denied(&d).rule, RULE_BINDS, "{body}");
         assert_eq!(denied(&d).field, field, "{body}");
-        assert!(denied(&d).reason.contains("--mount-binds-only"), "{d:?}");
+        assert!(denied(&d).reason.contains("--mount type=bind"), "{d:?}");
     }
+    // A source outside the allowlist keeps the allowlist's reason.
+    let d = run(r#"{"HostConfig":{"Binds":["/etc:/x"]}}"#, &strict);
+    assert!(denied(&d).reason.contains("filesystem.bind"), "{d:?}");
     // What dockerd never creates still passes: `--mount type=bind`, and
     // named volumes given with `-v`.
     for body in [
