@@ -156,6 +156,18 @@ struct Named<'a> {
     volume: bool,
 }
 
+impl Named<'_> {
+    /// `docker VERB… --name NAME --network none FLAGS… IMAGE CMD…`.
+    fn docker(&self, verb: &[&str], flags: &[&str], cmd: &[&str]) -> Output {
+        let mut args = verb.to_vec();
+        args.extend(["--name", &self.name, "--network", "none"]);
+        args.extend_from_slice(flags);
+        args.push(IMAGE);
+        args.extend_from_slice(cmd);
+        self.env.docker(&args)
+    }
+}
+
 impl Drop for Named<'_> {
     fn drop(&mut self) {
         let args: &[&str] = if self.volume {
@@ -203,19 +215,7 @@ fn bind_outside_the_allowlist_is_refused_in_one_line() {
     let Some(env) = authz_env() else { return };
     let _g = shared();
     let c = named(&env, "authz-etc");
-    let out = env.docker(&[
-        "run",
-        "--rm",
-        "--name",
-        &c.name,
-        "--network",
-        "none",
-        "-v",
-        "/etc:/x",
-        IMAGE,
-        "cat",
-        "/x/shadow",
-    ]);
+    let out = c.docker(&["run", "--rm"], &["-v", "/etc:/x"], &["cat", "/x/shadow"]);
     env.assert_refused(&out, "authz-binds");
     assert!(out.stderr.contains("(/HostConfig/Binds/0: /etc)"), "{out}");
     assert!(!out.stdout.contains("root:"), "{out}");
@@ -235,18 +235,7 @@ fn refused_bind_source_directory_is_never_created() {
     let source = parent.join("sub");
     let c = named(&env, "authz-missing");
     let bind = format!("{}:/x", source.display());
-    let out = env.docker(&[
-        "run",
-        "--rm",
-        "--name",
-        &c.name,
-        "--network",
-        "none",
-        "-v",
-        &bind,
-        IMAGE,
-        "true",
-    ]);
+    let out = c.docker(&["run", "--rm"], &["-v", &bind], &["true"]);
     env.assert_refused(&out, "authz-binds");
     assert!(
         !source.exists() && !parent.exists(),
@@ -261,18 +250,11 @@ fn mount_type_bind_and_volume_bind_options_are_refused() {
     let Some(env) = authz_env() else { return };
     let _g = shared();
     let c = named(&env, "authz-mount");
-    let out = env.docker(&[
-        "run",
-        "--rm",
-        "--name",
-        &c.name,
-        "--network",
-        "none",
-        "--mount",
-        "type=bind,source=/etc,target=/x",
-        IMAGE,
-        "true",
-    ]);
+    let out = c.docker(
+        &["run", "--rm"],
+        &["--mount", "type=bind,source=/etc,target=/x"],
+        &["true"],
+    );
     env.assert_refused(&out, "authz-binds");
     let out = env.docker(&[
         "run", "--rm", "--name", &c.name, "--network", "none", "--mount",
@@ -363,16 +345,7 @@ fn docker_cp_is_refused_both_ways() {
     let Some(env) = authz_env() else { return };
     let _g = shared();
     let c = named(&env, "authz-cp");
-    env.docker(&[
-        "create",
-        "--name",
-        &c.name,
-        "--network",
-        "none",
-        IMAGE,
-        "true",
-    ])
-    .ok();
+    c.docker(&["create"], &[], &["true"]).ok();
     let dest = PathBuf::from("/var/tmp").join(unique_name("authz-cp-out"));
     let from = format!("{}:/bin/busybox", c.name);
     let out = env.docker(&["cp", &from, dest.to_str().unwrap()]);
@@ -403,17 +376,7 @@ fn other_runtimes_are_refused() {
     for rt in ["runc", "io.containerd.runc.v2"] {
         let c = named(&env, "authz-rt");
         let flag = format!("--runtime={rt}");
-        let out = env.docker(&[
-            "run",
-            "--rm",
-            "--name",
-            &c.name,
-            "--network",
-            "none",
-            &flag,
-            IMAGE,
-            "true",
-        ]);
+        let out = c.docker(&["run", "--rm"], &[&flag], &["true"]);
         env.assert_refused(&out, "authz-runtime");
     }
 }
@@ -428,20 +391,15 @@ fn allowed_bind_with_the_default_runtime_runs_confined() {
     std::fs::write(dir.join("f"), "from-host\n").unwrap();
     let c = named(&env, "authz-ok");
     let mount = format!("type=bind,src={},dst=/w", dir.display());
-    let out = env.docker(&[
-        "run",
-        "--rm",
-        "--name",
-        &c.name,
-        "--network",
-        "none",
-        "--mount",
-        &mount,
-        IMAGE,
-        "sh",
-        "-c",
-        "cat /w/f; grep -E '^(NoNewPrivs|CapEff)' /proc/self/status",
-    ]);
+    let out = c.docker(
+        &["run", "--rm"],
+        &["--mount", &mount],
+        &[
+            "sh",
+            "-c",
+            "cat /w/f; grep -E '^(NoNewPrivs|CapEff)' /proc/self/status",
+        ],
+    );
     let _ = std::fs::remove_dir_all(&dir);
     assert!(out.success(), "{out}");
     assert!(out.stdout.contains("from-host"), "{out}");
@@ -550,17 +508,7 @@ fn binds_dockerd_would_create_are_refused_and_mount_never_creates() {
     let source = worktree.join("d/new");
     let c = named(&env, "authz-create");
     let bind = format!("{}:/x", source.display());
-    let out = env.docker(&[
-        "create",
-        "--name",
-        &c.name,
-        "--network",
-        "none",
-        "-v",
-        &bind,
-        IMAGE,
-        "true",
-    ]);
+    let out = c.docker(&["create"], &["-v", &bind], &["true"]);
     env.assert_refused(&out, "authz-binds");
     assert!(out.stderr.contains("--mount type=bind"), "{out}");
     // bind-create-src (CreateMountpoint), as the raw API (the 20.10 CLI
@@ -573,17 +521,7 @@ fn binds_dockerd_would_create_are_refused_and_mount_never_creates() {
     assert!(text.contains("authz-binds"), "{text}");
     // The same swap against `--mount`: created, swapped, started.
     let mount = format!("type=bind,src={},dst=/x", source.display());
-    let out = env.docker(&[
-        "create",
-        "--name",
-        &c.name,
-        "--network",
-        "none",
-        "--mount",
-        &mount,
-        IMAGE,
-        "true",
-    ]);
+    let out = c.docker(&["create"], &["--mount", &mount], &["true"]);
     assert!(out.success(), "--mount type=bind refused: {out}");
     std::fs::remove_dir_all(worktree.join("d")).unwrap();
     std::os::unix::fs::symlink(&outside, worktree.join("d")).unwrap();
@@ -612,27 +550,9 @@ fn allow_bind_create_lets_allowed_v_binds_through() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("f"), "from-host\n").unwrap();
     let bind = format!("{}:/w", dir.display());
-    let out = env.docker(&[
-        "run",
-        "--rm",
-        "--network",
-        "none",
-        "-v",
-        &bind,
-        IMAGE,
-        "cat",
-        "/w/f",
-    ]);
-    let outside = env.docker(&[
-        "run",
-        "--rm",
-        "--network",
-        "none",
-        "-v",
-        "/etc:/w",
-        IMAGE,
-        "true",
-    ]);
+    let out = named(&env, "authz-allow").docker(&["run", "--rm"], &["-v", &bind], &["cat", "/w/f"]);
+    let outside =
+        named(&env, "authz-allow").docker(&["run", "--rm"], &["-v", "/etc:/w"], &["true"]);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(out.success() && out.stdout.contains("from-host"), "{out}");
     env.assert_refused(&outside, "authz-binds");
@@ -677,19 +597,9 @@ fn run_door(env: &AuthzEnv, tag: &str, extra: &[&str], rule: &str) {
     let ev = Evidence::new(tag);
     let c = named(env, tag);
     let mount = ev.mount();
-    let mut args = vec![
-        "run",
-        "--rm",
-        "--name",
-        &c.name,
-        "--network",
-        "none",
-        "--mount",
-        &mount,
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&[IMAGE, "touch", "/w/ran"]);
-    let out = env.docker(&args);
+    let mut flags = vec!["--mount", mount.as_str()];
+    flags.extend_from_slice(extra);
+    let out = c.docker(&["run", "--rm"], &flags, &["touch", "/w/ran"]);
     env.assert_refused(&out, rule);
     ev.assert_never_ran();
 }
