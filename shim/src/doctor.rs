@@ -1,7 +1,8 @@
-//! `vibe-shim doctor [-H DOCKER_HOST] [--image IMAGE]`: tries each door
-//! issue 10 lists (a runtime other than vibe-shim, no `--runtime`,
-//! `docker cp` through a bind, a bind source that does not exist, a
-//! privileged run) with a canary container, judges each from inside the
+//! `vibe-shim doctor [-H DOCKER_HOST] [--image IMAGE] [--worktree DIR]`:
+//! tries each door issue 10 lists (a runtime other than vibe-shim, no
+//! `--runtime`, `docker cp` through a bind, a bind source that does not
+//! exist, a privileged run), and with `--worktree` a `-v` source swapped
+//! for a symlink between create and start, with a canary container, judges each from inside the
 //! container (or by host evidence), prints one row per door and exits
 //! non-zero if any door is open or could not be judged. It drives the
 //! docker CLI, so it must run on the engine's host (the bind-source row
@@ -25,7 +26,8 @@ if touch /.vibe-shim-doctor 2>/dev/null; then echo root=rw; rm -f /.vibe-shim-do
 if [ ! -e /x/shadow ]; then echo shadow=absent; elif cat /x/shadow >/dev/null 2>&1; then echo shadow=read; else echo shadow=denied; fi
 "#;
 
-pub const USAGE: &str = "usage: vibe-shim doctor [-H DOCKER_HOST] [--image IMAGE] [--docker PATH]";
+pub const USAGE: &str =
+    "usage: vibe-shim doctor [-H DOCKER_HOST] [--image IMAGE] [--docker PATH] [--worktree DIR]";
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -370,10 +372,117 @@ pub fn bind_source_verdict(
     }
 }
 
-fn parse_args(args: &[OsString]) -> Result<(Option<OsString>, String, OsString), String> {
+/// What doctor was asked to do.
+#[derive(Debug)]
+struct Options {
+    host: Option<OsString>,
+    image: String,
+    docker: OsString,
+    /// A directory the policy allows as a read-write bind (as an agent's
+    /// worktree is): where the bind-creation canary plants its symlink.
+    worktree: Option<PathBuf>,
+}
+
+/// `docker create -v <worktree>/<canary>/d/new:/y`, then `d` swapped for a
+/// symlink to a directory outside, then `docker start`: does dockerd create
+/// `new` there (its MkdirAll at start follows the symlink)? A container
+/// that writes its worktree can make the same swap.
+fn bind_create_door(d: &mut Docker, worktree: Option<&std::path::Path>) -> (Verdict, String) {
+    let Some(worktree) = worktree else {
+        return (
+            Verdict::NotApplicable,
+            "give --worktree DIR (a directory the policy binds read-write) to try it".into(),
+        );
+    };
+    let base = worktree.join(&d.prefix);
+    let outside = PathBuf::from(format!("/var/tmp/{}-outside", d.prefix));
+    let made = outside.join("new");
+    if base.exists() || outside.exists() {
+        return (Verdict::Error, format!("{} exists already", base.display()));
+    }
+    if let Err(e) =
+        std::fs::create_dir_all(base.join("d/new")).and_then(|()| std::fs::create_dir(&outside))
+    {
+        let _ = std::fs::remove_dir_all(&base);
+        return (
+            Verdict::Error,
+            format!("cannot make the canary's directories: {e}"),
+        );
+    }
+    let name = d.name("bind-create");
+    let image = d.image.clone();
+    let bind = format!("{}:/y", base.join("d/new").display());
+    let created = d.run(&[
+        "create",
+        "--name",
+        &name,
+        "--label",
+        LABEL,
+        "-v",
+        &bind,
+        &image,
+        "/bin/true",
+    ]);
+    let started = created.ok
+        && std::fs::remove_dir_all(base.join("d"))
+            .and_then(|()| std::os::unix::fs::symlink(&outside, base.join("d")))
+            .is_ok()
+        && {
+            let _ = d.run(&["start", &name]);
+            true
+        };
+    let exists = made.exists();
+    // Whatever was made: base holds only the canary's own entries, and a
+    // symlink inside it is removed, not followed.
+    let _ = std::fs::remove_dir_all(&base);
+    let _ = std::fs::remove_dir_all(&outside);
+    bind_create_verdict(
+        &made.display().to_string(),
+        exists,
+        created.ok,
+        started,
+        &created.stderr,
+    )
+}
+
+/// The bind-creation door from what doctor saw: closed only when the gate
+/// refused the `-v` bind itself at create.
+pub fn bind_create_verdict(
+    made: &str,
+    exists: bool,
+    created: bool,
+    started: bool,
+    create_stderr: &str,
+) -> (Verdict, String) {
+    match (exists, created, started) {
+        (true, _, _) => (
+            Verdict::Open,
+            format!("dockerd created {made} at start, through a symlink planted after create"),
+        ),
+        (false, false, _) => match judge_failure(create_stderr) {
+            (Verdict::Closed, why)
+                if create_stderr.contains("authorization denied")
+                    && create_stderr.contains("authz-binds") =>
+            {
+                (Verdict::Closed, why)
+            }
+            (_, why) => (Verdict::Error, format!("create failed: {why}")),
+        },
+        (false, true, false) => (Verdict::Error, "could not swap in the symlink".into()),
+        (false, true, true) => (
+            Verdict::Error,
+            format!(
+                "created and started, but {made} is not on this host: run doctor in the engine's mount namespace"
+            ),
+        ),
+    }
+}
+
+fn parse_args(args: &[OsString]) -> Result<Options, String> {
     let mut host = std::env::var_os("DOCKER_HOST");
     let mut image = "busybox".to_string();
     let mut docker = OsString::from("docker");
+    let mut worktree = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let a = arg.to_str().ok_or(USAGE)?;
@@ -386,14 +495,25 @@ fn parse_args(args: &[OsString]) -> Result<(Option<OsString>, String, OsString),
             "-H" | "--host" => host = Some(value()?),
             "--image" => image = value()?.into_string().map_err(|_| USAGE)?,
             "--docker" => docker = value()?,
+            "--worktree" => worktree = Some(PathBuf::from(value()?)),
             _ => return Err(USAGE.into()),
         }
     }
-    Ok((host, image, docker))
+    Ok(Options {
+        host,
+        image,
+        docker,
+        worktree,
+    })
 }
 
 pub fn run(args: &[OsString]) -> i32 {
-    let (host, image, program) = match parse_args(args) {
+    let Options {
+        host,
+        image,
+        docker: program,
+        worktree,
+    } = match parse_args(args) {
         Ok(parsed) => parsed,
         Err(e) => {
             eprintln!("{e}");
@@ -448,6 +568,10 @@ pub fn run(args: &[OsString]) -> i32 {
     rows.push(row(
         "bind source that does not exist",
         bind_source_door(&mut d),
+    ));
+    rows.push(row(
+        "-v source swapped between create and start",
+        bind_create_door(&mut d, worktree.as_deref()),
     ));
     rows.push(row(
         "--privileged",
@@ -546,11 +670,37 @@ mod tests {
     }
 
     #[test]
+    fn bind_create_is_closed_only_by_the_gates_bind_refusal() {
+        let made = "/var/tmp/x-outside/new";
+        assert_eq!(
+            bind_create_verdict(made, true, true, true, "").0,
+            Verdict::Open
+        );
+        let authz = "Error response from daemon: authorization denied by plugin vibe-shim: vibe-shim: authz-binds: dockerd creates a missing -v source";
+        assert_eq!(
+            bind_create_verdict(made, false, false, false, authz).0,
+            Verdict::Closed
+        );
+        let other = "Error response from daemon: authorization denied by plugin vibe-shim: vibe-shim: authz-runtime: runtime";
+        assert_eq!(
+            bind_create_verdict(made, false, false, false, other).0,
+            Verdict::Error
+        );
+        // The gate let it through and nothing appeared here: unproven.
+        let (v, why) = bind_create_verdict(made, false, true, true, "");
+        assert_eq!(v, Verdict::Error);
+        assert!(why.contains("mount namespace"), "{why}");
+    }
+
+    #[test]
     fn options() {
         let a = |l: &[&str]| l.iter().map(OsString::from).collect::<Vec<_>>();
-        let (host, image, _) = parse_args(&a(&["-H", "unix:///x.sock", "--image=bb"])).unwrap();
-        assert_eq!(host, Some(OsString::from("unix:///x.sock")));
-        assert_eq!(image, "bb");
+        let o = parse_args(&a(&["-H", "unix:///x.sock", "--image=bb"])).unwrap();
+        assert_eq!(o.host, Some(OsString::from("unix:///x.sock")));
+        assert_eq!(o.image, "bb");
+        assert_eq!(o.worktree, None);
+        let o = parse_args(&a(&["--worktree", "/srv/wt"])).unwrap();
+        assert_eq!(o.worktree, Some(PathBuf::from("/srv/wt")));
         assert!(parse_args(&a(&["--nope"])).is_err());
         assert!(parse_args(&a(&["-H"])).is_err());
     }

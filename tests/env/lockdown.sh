@@ -102,10 +102,12 @@ VIBE_LOCKDOWN=on cargo test --release -p vibe-shim-tests --test e2e_lockdown \
 # doctor on a host with lockdown + the authz gate (the production path): every
 # door closed, exit 0. The gate's own dockerd, its plugin told that `runc` is
 # vibe-shim's now. Then the same after uninstall: the runc door is open again.
+# An allowed read-write bind of the test policy (the bind-creation row).
+WORKTREE=/var/tmp/vibe-test/worktrees
 doctor_run() {
     # shellcheck source=/dev/null
     (set -a && . /run/vibe-authz/env && set +a &&
-        "$SHIM_BIN" doctor -H "$DOCKER_HOST" --image "$IMAGE")
+        "$SHIM_BIN" doctor -H "$DOCKER_HOST" --image "$IMAGE" --worktree "$WORKTREE")
 }
 VIBE_AUTHZ_ALSO_ALLOW=runc bash tests/env/authz.sh up
 authz_up=1

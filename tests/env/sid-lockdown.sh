@@ -127,12 +127,15 @@ log "BuildKit RUN steps audited under the build profile: $steps lines"
 
 # doctor in the engine's mount namespace (with the tree's docker CLI), so
 # its bind-source row looks at the filesystem the sid dockerd writes to.
+# WORKTREE: an allowed read-write bind of the test policy, the same path in
+# both namespaces (the bind-creation row).
+WORKTREE=/var/tmp/vibe-test/worktrees
 doctor_run() {
-    "$IN" "$SHIM_BIN" doctor -H "unix://$SID_STATE/docker.sock" --image "$IMAGE"
+    "$IN" "$SHIM_BIN" doctor -H "unix://$SID_STATE/docker.sock" --image "$IMAGE" --worktree "$WORKTREE"
 }
-# Closed by lockdown: every door the runtime sees. The `docker cp` and
-# bind-source rows only the authz gate closes; the sid dockerd runs none
-# here, so they are printed, not judged.
+# Closed by lockdown: every door the runtime sees. The `docker cp`,
+# bind-source and bind-creation rows only the authz gate closes; the sid
+# dockerd runs none here, so they are printed, not judged.
 RUNTIME_DOORS=("--runtime=runc" "(no --runtime)" "--runtime=io.containerd.runc.v2"
     "--runtime=x.runc.v2" "--privileged")
 log "doctor with lockdown (runtime doors must be closed)"
@@ -155,7 +158,7 @@ done
 doctor_gated() {
     # shellcheck source=/dev/null
     (set -a && . "$AUTHZ_ENV" && set +a &&
-        "$SHIM_BIN" doctor -H "$DOCKER_HOST" --image "$IMAGE")
+        "$SHIM_BIN" doctor -H "$DOCKER_HOST" --image "$IMAGE" --worktree "$WORKTREE")
 }
 AUTHZ_ENV=${VIBE_AUTHZ_STATE:-/run/vibe-authz-sid}/env
 log "the API gate on the tree's Docker 28"
