@@ -558,6 +558,150 @@ fn allow_bind_create_lets_allowed_v_binds_through() {
     env.assert_refused(&outside, "authz-binds");
 }
 
+/// A local volume binding an allowed directory: the local driver resolves
+/// `device` again at each use, and dockerd copies the image's directory
+/// into an empty volume as root, owners and setuid bits kept. With `device`
+/// swapped for a symlink to an empty host directory after `volume create`,
+/// `docker create` made dockerd write a setuid-root file there (seen on
+/// 20.10 with the previous gate). Refused now, at volume create and inline.
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn local_volumes_that_bind_even_allowed_paths_are_refused() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let dir = Evidence::new("authz-bindvol");
+    let v = Named {
+        env: &env,
+        name: unique_name("authz-bindvol"),
+        volume: true,
+    };
+    let out = bind_volume(&env, &v.name, dir.0.to_str().unwrap());
+    env.assert_refused(&out, "authz-volume");
+    assert!(out.stderr.contains("--mount type=bind"), "{out}");
+    let listed = env.docker(&["volume", "ls", "-q"]);
+    assert!(!listed.stdout.lines().any(|l| l == v.name), "{listed}");
+    let mount = format!(
+        "type=volume,source={},target=/x,volume-opt=type=none,volume-opt=o=bind,volume-opt=device={}",
+        v.name,
+        dir.0.display()
+    );
+    let c = named(&env, "authz-bindvol");
+    let out = c.docker(&["create"], &["--mount", &mount], &["true"]);
+    env.assert_refused(&out, "authz-volume");
+    // A volume without options stays: it lives under dockerd's data-root.
+    let plain = Named {
+        env: &env,
+        name: unique_name("authz-plainvol"),
+        volume: true,
+    };
+    let out = env.docker(&["volume", "create", &plain.name]);
+    assert!(out.success(), "{out}");
+}
+
+/// `--volumes-from` copies a `--mount type=bind` without its never-create
+/// flag: dockerd ran MkdirAll on the swapped source when the copying
+/// container started (seen on 20.10 with the previous gate).
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn volumes_from_is_refused() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let dir = Evidence::new("authz-volfrom");
+    let a = named(&env, "authz-volfrom-a");
+    let out = a.docker(&["create"], &["--mount", &dir.mount()], &["true"]);
+    assert!(out.success(), "{out}");
+    let b = named(&env, "authz-volfrom-b");
+    let out = b.docker(&["create"], &["--volumes-from", &a.name], &["true"]);
+    env.assert_refused(&out, "authz-volumes-from");
+}
+
+/// Log drivers run in dockerd, on the host's network: `--log-driver
+/// syslog --log-opt syslog-address=...` sent a `--network none`
+/// container's output to a listener of the client's choice (seen on 20.10
+/// with the previous gate, and likewise splunk over HTTP). The listener
+/// here gets nothing.
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn log_drivers_that_send_elsewhere_are_refused() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let address = format!("syslog-address=udp://{}", listener.local_addr().unwrap());
+    let c = named(&env, "authz-log");
+    let out = c.docker(
+        &["run", "--rm"],
+        &["--log-driver", "syslog", "--log-opt", &address],
+        &["echo", "EXFIL"],
+    );
+    env.assert_refused(&out, "authz-log");
+    // The daemon's default driver, told an address: refused too.
+    let out = c.docker(
+        &["run", "--rm"],
+        &["--log-opt", &address],
+        &["echo", "EXFIL"],
+    );
+    env.assert_refused(&out, "authz-log");
+    let mut buf = [0u8; 512];
+    assert!(
+        listener.recv(&mut buf).is_err(),
+        "the listener got a log line: {}",
+        String::from_utf8_lossy(&buf)
+    );
+    // Local drivers with their options still run.
+    let out = c.docker(
+        &["run", "--rm"],
+        &["--log-driver", "json-file", "--log-opt", "max-size=1m"],
+        &["echo", "ok"],
+    );
+    assert!(out.success() && out.stdout.contains("ok"), "{out}");
+}
+
+/// `docker network create` changes the host: a client subnet became a
+/// host route (`ip route get 198.51.100.7` went to the new bridge), a
+/// named host bridge lost its address, macvlan answered ARP on a host
+/// segment (seen on 20.10 with the previous gate). Only a plain bridge
+/// network on the daemon's pools is allowed.
+#[test]
+#[ignore = "needs root and the authz env: run tests/run.sh"]
+fn network_create_cannot_touch_the_hosts_networking() {
+    let Some(env) = authz_env() else { return };
+    let _g = shared();
+    let route = || {
+        let out = run_bounded(
+            {
+                let mut cmd = Command::new("ip");
+                cmd.args(["route", "get", "198.51.100.7"]);
+                cmd
+            },
+            None,
+            Duration::from_secs(10),
+        );
+        out.stdout
+    };
+    let before = route();
+    let name = unique_name("authz-net");
+    for flags in [
+        &["--subnet", "198.51.100.0/24"][..],
+        &["-o", "com.docker.network.bridge.name=vibeauthz0"],
+        &["-d", "macvlan", "-o", "parent=lo"],
+        &["--ipam-driver", "other"],
+    ] {
+        let mut args = vec!["network", "create"];
+        args.extend_from_slice(flags);
+        args.push(&name);
+        let out = env.docker(&args);
+        let _ = env.docker(&["network", "rm", &name]);
+        env.assert_refused(&out, "authz-network");
+    }
+    assert_eq!(route(), before, "the host's route to 198.51.100.7 changed");
+    let out = env.docker(&["network", "create", "--internal", &name]);
+    let _ = env.docker(&["network", "rm", &name]);
+    assert!(out.success(), "a plain bridge network: {out}");
+}
+
 // ---- Docker 28 (API 1.51) doors: refused on both stacks -----------------------
 
 /// An allowed worktree the container would write `ran` into: host evidence
@@ -665,16 +809,14 @@ fn mount_type_image_is_refused() {
 fn volume_subpath_is_refused() {
     let Some(env) = authz_env() else { return };
     let _g = shared();
-    // A local volume that binds an allowed directory (allowed), holding a
-    // symlink to the host's /etc that a container could have planted.
-    let vdir = Evidence::new("authz-subpath-vol");
-    std::os::unix::fs::symlink("/etc", vdir.0.join("link")).unwrap();
+    // A plain named volume (allowed); a container that uses it could have
+    // planted a symlink to the host's /etc in it.
     let v = Named {
         env: &env,
         name: unique_name("authz-subpath"),
         volume: true,
     };
-    let out = bind_volume(&env, &v.name, vdir.0.to_str().unwrap());
+    let out = env.docker(&["volume", "create", &v.name]);
     assert!(out.success(), "{out}");
     create_door(
         &env,

@@ -4,10 +4,16 @@
 //! be one of vibe-shim's. Judged before dockerd acts, so dockerd never
 //! creates a refused bind's missing source directory on the host.
 //!
-//! `VolumesFrom` is allowed: it copies the mounts of an existing container,
-//! which this gate judged when that container was created (and dockerd can
-//! only narrow them: `:rw` never upgrades a read-only mount), and the
-//! runtime judges the resulting binds again at create.
+//! `VolumesFrom` is refused: the copy of a `--mount type=bind` loses its
+//! never-create flag, so dockerd runs MkdirAll on its source at start, as
+//! for `-v` (see [`super::Gate::allow_bind_create`]), and the gate cannot
+//! see what the other container mounts.
+//!
+//! `LogConfig`: dockerd (root, in the host's network namespace) runs the
+//! log driver, so `syslog`, `gelf`, `fluentd`, `splunk`... send the
+//! container's output to an address the client picks, past any network
+//! mode. Only drivers that write on this host are allowed, with options that
+//! name no place.
 
 use serde_json::Value;
 
@@ -17,6 +23,46 @@ use crate::decision::Denial;
 use crate::gojson::Kind;
 
 pub const RULE_RUNTIME: &str = "authz-runtime";
+pub const RULE_VOLUMES_FROM: &str = "authz-volumes-from";
+pub const RULE_LOG: &str = "authz-log";
+
+/// Log drivers that write on this host, and the options each takes that
+/// name no address, path or buffer: `""` is the daemon's default driver
+/// (the admin's), with only options every driver reads harmlessly.
+const LOG_DRIVERS: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "max-size",
+            "max-file",
+            "compress",
+            "tag",
+            "labels",
+            "labels-regex",
+            "env",
+            "env-regex",
+        ],
+    ),
+    (
+        "json-file",
+        &[
+            "max-size",
+            "max-file",
+            "compress",
+            "tag",
+            "labels",
+            "labels-regex",
+            "env",
+            "env-regex",
+        ],
+    ),
+    ("local", &["max-size", "max-file", "compress"]),
+    (
+        "journald",
+        &["tag", "labels", "labels-regex", "env", "env-regex"],
+    ),
+    ("none", &[]),
+];
 
 /// `POST /containers/create`.
 pub fn judge_create(body: &[u8], cx: &Cx) -> Result<(), Denial> {
@@ -100,8 +146,17 @@ fn judge_host_config(hc: &Value, prefix: &str, strict: bool, cx: &Cx) -> Result<
         Some(other) => return Err(type_denial(&field, other, "a list")),
     }
     super::network::judge_sysctls(hc, prefix)?;
-    // Checked for type only; see the module comment.
-    strings(hc, "VolumesFrom", prefix)?;
+    // See the module comment.
+    if let Some(from) = strings(hc, "VolumesFrom", prefix)?.first() {
+        return Err(Denial::new(
+            RULE_VOLUMES_FROM,
+            format!("{prefix}/VolumesFrom"),
+            super::one_line(from, 256),
+            "--volumes-from is refused: dockerd creates a copied bind's missing source \
+             as root at start, following symlinks, and the gate cannot see what it copies",
+        ));
+    }
+    judge_log_config(hc, prefix)?;
     // What a device request adds (CDI specs' devices, mounts and hooks,
     // the nvidia prestart hook) is chosen by files on the host, not by
     // anything the gate sees; the policy grants no devices.
@@ -139,6 +194,51 @@ fn judge_host_config(hc: &Value, prefix: &str, strict: bool, cx: &Cx) -> Result<
         Some(other) => return Err(type_denial(&field, other, "an object")),
     }
     Ok(())
+}
+
+/// `HostConfig.LogConfig` at `prefix`.
+fn judge_log_config(hc: &Value, prefix: &str) -> Result<(), Denial> {
+    let field = format!("{prefix}/LogConfig");
+    let log = match hc.get("LogConfig") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(log @ Value::Object(_)) => log,
+        Some(other) => return Err(type_denial(&field, other, "an object")),
+    };
+    let driver = match log.get("Type") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(t)) => t.as_str(),
+        Some(other) => return Err(type_denial(&format!("{field}/Type"), other, "a string")),
+    };
+    let Some((_, allowed)) = LOG_DRIVERS.iter().find(|(name, _)| *name == driver) else {
+        return Err(Denial::new(
+            RULE_LOG,
+            format!("{field}/Type"),
+            super::one_line(driver, 256),
+            "log driver refused: dockerd runs it on the host, and drivers other than \
+             json-file, local, journald and none send the output where the client says",
+        ));
+    };
+    match log.get("Config") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(opts)) => match opts.keys().find(|k| !allowed.contains(&k.as_str())) {
+            Some(key) => Err(Denial::new(
+                RULE_LOG,
+                format!("{field}/Config/{}", crate::json::pointer_segment(key)),
+                super::one_line(key, 256),
+                format!(
+                    "log option refused for driver {:?}: allowed are {}",
+                    driver,
+                    if allowed.is_empty() {
+                        "none".to_string()
+                    } else {
+                        allowed.join(", ")
+                    }
+                ),
+            )),
+            None => Ok(()),
+        },
+        Some(other) => Err(type_denial(&format!("{field}/Config"), other, "an object")),
+    }
 }
 
 /// A `-v` spec, as moby's Linux parser splits it: `src:dst[:mode]`; a

@@ -62,8 +62,8 @@ pub const RULE_PLUGINS: &str = "authz-plugins";
 pub const RULE_SWARM: &str = "authz-swarm";
 pub const RULE_DEVICES: &str = "authz-devices";
 pub const RULE_ANNOTATIONS: &str = "authz-annotations";
-pub use create::RULE_RUNTIME;
-pub use network::RULE_SYSCTLS;
+pub use create::{RULE_LOG, RULE_RUNTIME, RULE_VOLUMES_FROM};
+pub use network::{RULE_NETWORK, RULE_SYSCTLS};
 pub use volume::RULE as RULE_VOLUME;
 
 /// dockerd shows the plugin a body only below this size
@@ -162,6 +162,7 @@ pub fn decide(req: &Request, cx: &Cx) -> Decision {
         } if *v < (1, 24) => judge_old_start(req, cx),
         Endpoint::VolumeCreate => body(req).and_then(|b| judge_volume_create(b, cx)),
         Endpoint::NetworkConnect => body(req).and_then(network::judge_connect),
+        Endpoint::NetworkCreate => body(req).and_then(network::judge_create),
         Endpoint::Archive => Err(Denial::new(
             RULE_ARCHIVE,
             "RequestURI",

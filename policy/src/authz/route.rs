@@ -25,6 +25,8 @@ pub enum Endpoint {
     VolumeCreate,
     /// `POST /networks/{id}/connect`: `docker network connect`.
     NetworkConnect,
+    /// `POST /networks/create`: `docker network create`.
+    NetworkCreate,
     /// Plugin install/enable/configure: `/plugins/pull`, `/plugins/create`,
     /// `/plugins/{name}/enable|set|upgrade`.
     PluginInstall,
@@ -44,6 +46,7 @@ impl Endpoint {
             Endpoint::Export => "container-export",
             Endpoint::VolumeCreate => "volume-create",
             Endpoint::NetworkConnect => "network-connect",
+            Endpoint::NetworkCreate => "network-create",
             Endpoint::PluginInstall => "plugin-install",
             Endpoint::Swarm => "swarm",
             Endpoint::Other => "other",
@@ -91,6 +94,9 @@ pub fn classify(method: &str, uri: &str) -> Result<Endpoint, RouteError> {
         },
         Some("volumes") if segments.len() == 2 && last == "create" && post => {
             Endpoint::VolumeCreate
+        }
+        Some("networks") if post && segments.len() == 2 && last == "create" => {
+            Endpoint::NetworkCreate
         }
         // `{id:.*}`, as for containers.
         Some("networks") if post && segments.len() >= 3 && last == "connect" => {
@@ -235,6 +241,12 @@ mod tests {
             Endpoint::NetworkConnect
         );
         assert_eq!(ep("POST", "/networks/n/disconnect"), Endpoint::Other);
+        assert_eq!(
+            ep("POST", "/v1.51/networks/create"),
+            Endpoint::NetworkCreate
+        );
+        assert_eq!(ep("POST", "/networks/create/"), Endpoint::NetworkCreate);
+        assert_eq!(ep("GET", "/networks/create"), Endpoint::Other);
         assert_eq!(
             ep("POST", "/v1.41/plugins/pull?remote=x"),
             Endpoint::PluginInstall

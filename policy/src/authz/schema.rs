@@ -55,6 +55,9 @@ const MOUNT: Kind = Struct(&[
     ),
 ]);
 
+/// `container.LogConfig`.
+const LOG_CONFIG: Kind = Struct(&[Field("Type", Leaf), Field("Config", Map(&Leaf))]);
+
 /// `network.EndpointSettings`: only its driver options are judged.
 const ENDPOINT_SETTINGS: Kind = Struct(&[Field("DriverOpts", Map(&Leaf))]);
 
@@ -77,6 +80,7 @@ pub const HOST_CONFIG: &[Field] = &[
     Field("Runtime", Leaf),
     Field("VolumesFrom", STRINGS),
     Field("VolumeDriver", Leaf),
+    Field("LogConfig", LOG_CONFIG),
 ];
 
 /// The body of `POST /containers/create`: moby 20.10's
@@ -94,6 +98,7 @@ pub const CREATE: &[Field] = &[
     Field("Runtime", Leaf),
     Field("VolumesFrom", STRINGS),
     Field("VolumeDriver", Leaf),
+    Field("LogConfig", LOG_CONFIG),
     Field("HostConfig", Struct(HOST_CONFIG)),
 ];
 
@@ -106,7 +111,35 @@ pub const VOLUME_CREATE: &[Field] = &[
     Field("ClusterVolumeSpec", Any),
 ];
 
+/// `network.CreateRequest` (20.10: `NetworkCreateRequest`):
+/// `POST /networks/create`. Every field of Docker 28.5's, so that a key
+/// folding to any of them is read as dockerd reads it.
+pub const NETWORK_CREATE: &[Field] = &[
+    Field("Name", Leaf),
+    Field("CheckDuplicate", Leaf),
+    Field("Driver", Leaf),
+    Field("Scope", Leaf),
+    Field("EnableIPv4", Leaf),
+    Field("EnableIPv6", Leaf),
+    Field(
+        "IPAM",
+        Struct(&[
+            Field("Driver", Leaf),
+            Field("Config", Any),
+            Field("Options", Map(&Leaf)),
+        ]),
+    ),
+    Field("Internal", Leaf),
+    Field("Attachable", Leaf),
+    Field("Ingress", Leaf),
+    Field("ConfigOnly", Leaf),
+    Field("ConfigFrom", Any),
+    Field("Options", Map(&Leaf)),
+    Field("Labels", Map(&Leaf)),
+];
+
 pub static CREATE_KIND: Kind = Struct(CREATE);
+pub static NETWORK_CREATE_KIND: Kind = Struct(NETWORK_CREATE);
 pub static HOST_CONFIG_KIND: Kind = Struct(HOST_CONFIG);
 pub static VOLUME_CREATE_KIND: Kind = Struct(VOLUME_CREATE);
 pub static NETWORK_CONNECT_KIND: Kind = Struct(NETWORK_CONNECT);

@@ -222,9 +222,10 @@ fn volume_create_with_bind_options() {
     let d =
         run(json!({"Name": "v", "DriverOpts": {"type": "none", "o": "bind", "device": "/etc"}}));
     assert_eq!(denied(&d).rule, RULE_VOLUME);
-    assert!(run(json!({"Name": "v", "Driver": "local",
-        "DriverOpts": {"type": "none", "o": "bind", "device": "/srv/wt/v"}}))
-    .allowed());
+    // An allowed directory too: the driver resolves it again at each use.
+    let d = run(json!({"Name": "v", "Driver": "local",
+        "DriverOpts": {"type": "none", "o": "bind", "device": "/srv/wt/v"}}));
+    assert!(denied(&d).reason.contains("--mount type=bind"), "{d:?}");
     assert!(run(json!({"Name": "v"})).allowed());
     assert!(run(json!({"Name": "v", "Driver": "plugin", "DriverOpts": {"x": "y"}})).allowed());
     let d = decide_with(
@@ -647,10 +648,11 @@ fn local_volume_bind_flag_is_read_as_moby_reads_it() {
         json!({"Name": "v", "DriverOpts": {"type": "none", "o": "ro,rbind ", "device": "/srv/wt/a"}}),
     );
     assert_eq!(denied(&d).rule, RULE_VOLUME);
-    assert!(run(
-        json!({"Name": "v", "DriverOpts": {"type": "none", "o": "ro,rbind", "device": "/srv/wt/a"}})
-    )
-    .allowed());
+    // A bind read as moby reads it is refused as a bind.
+    let d = run(
+        json!({"Name": "v", "DriverOpts": {"type": "none", "o": "ro,rbind", "device": "/srv/wt/a"}}),
+    );
+    assert!(denied(&d).reason.contains("--mount type=bind"), "{d:?}");
 }
 
 #[test]
@@ -742,4 +744,185 @@ fn per_interface_sysctls_dockerd_sets_itself_are_refused() {
             .is_none()
     );
     assert!(connect(r#"{"Container":"c"}"#).denial.is_none());
+}
+
+#[test]
+fn volumes_from_is_refused() {
+    let host = FakeHost::new();
+    for (body, field) in [
+        (
+            r#"{"HostConfig":{"VolumesFrom":["other:ro"]}}"#,
+            "/HostConfig/VolumesFrom",
+        ),
+        (
+            r#"{"VolumesFrom":["other"],"HostConfig":null}"#,
+            "/VolumesFrom",
+        ),
+    ] {
+        let d = decide_with(
+            "POST",
+            "/containers/create",
+            body.as_bytes(),
+            &host,
+            &gate(),
+        );
+        assert_eq!(denied(&d).rule, RULE_VOLUMES_FROM, "{body}");
+        assert_eq!(denied(&d).field, field, "{body}");
+    }
+    for body in [
+        r#"{"HostConfig":{"VolumesFrom":null}}"#,
+        r#"{"HostConfig":{"VolumesFrom":[]}}"#,
+    ] {
+        assert!(decide_with(
+            "POST",
+            "/containers/create",
+            body.as_bytes(),
+            &host,
+            &gate()
+        )
+        .allowed());
+    }
+}
+
+#[test]
+fn log_drivers_that_send_elsewhere_are_refused() {
+    let host = FakeHost::new();
+    let run = |log: Value| {
+        let body = json!({"Image": "x", "HostConfig": {"LogConfig": log}}).to_string();
+        decide_with(
+            "POST",
+            "/containers/create",
+            body.as_bytes(),
+            &host,
+            &gate(),
+        )
+    };
+    // What the CLI sends by default, and local drivers with their options.
+    for log in [
+        json!({"Type": "", "Config": {}}),
+        json!({"Type": "", "Config": {"max-size": "10m", "tag": "{{.Name}}"}}),
+        json!({"Type": "json-file", "Config": {"max-size": "10m", "max-file": "3"}}),
+        json!({"Type": "local", "Config": {"compress": "true"}}),
+        json!({"Type": "journald", "Config": {"tag": "x"}}),
+        json!({"Type": "none"}),
+        json!(null),
+    ] {
+        assert!(run(log.clone()).allowed(), "{log}");
+    }
+    for (log, field) in [
+        (
+            json!({"Type": "syslog", "Config": {"syslog-address": "tcp://127.0.0.1:1"}}),
+            "/HostConfig/LogConfig/Type",
+        ),
+        (json!({"Type": "splunk"}), "/HostConfig/LogConfig/Type"),
+        (json!({"Type": "gelf"}), "/HostConfig/LogConfig/Type"),
+        (json!({"Type": "fluentd"}), "/HostConfig/LogConfig/Type"),
+        (json!({"Type": "awslogs"}), "/HostConfig/LogConfig/Type"),
+        // The daemon's default driver could be syslog: no address for it.
+        (
+            json!({"Type": "", "Config": {"syslog-address": "udp://1.2.3.4:514"}}),
+            "/HostConfig/LogConfig/Config/syslog-address",
+        ),
+        (
+            json!({"Type": "json-file", "Config": {"max-buffer-size": "4g"}}),
+            "/HostConfig/LogConfig/Config/max-buffer-size",
+        ),
+        (
+            json!({"Type": "none", "Config": {"tag": "x"}}),
+            "/HostConfig/LogConfig/Config/tag",
+        ),
+    ] {
+        let d = run(log.clone());
+        assert_eq!(denied(&d).rule, RULE_LOG, "{log}");
+        assert_eq!(denied(&d).field, field, "{log}");
+    }
+    // Go reads `logconfig` / `type` as LogConfig / Type: refused unread.
+    let d = decide_with(
+        "POST",
+        "/containers/create",
+        br#"{"HostConfig":{"LogConfig":{"type":"syslog"}}}"#,
+        &host,
+        &gate(),
+    );
+    assert!(!d.allowed(), "{d:?}");
+    // The 20.10 top-level HostConfig copy is judged too.
+    let d = decide_with(
+        "POST",
+        "/containers/create",
+        br#"{"LogConfig":{"Type":"syslog"}}"#,
+        &host,
+        &gate(),
+    );
+    assert_eq!(denied(&d).field, "/LogConfig/Type");
+}
+
+#[test]
+fn network_create_may_not_touch_the_hosts_networking() {
+    let host = FakeHost::new();
+    let run = |body: Value| {
+        decide_with(
+            "POST",
+            "/v1.41/networks/create",
+            body.to_string().as_bytes(),
+            &host,
+            &gate(),
+        )
+    };
+    // What the 20.10 CLI sends for `docker network create n`.
+    let cli = json!({"Name": "n", "CheckDuplicate": true, "Driver": "bridge", "Scope": "",
+        "EnableIPv6": false, "IPAM": {"Driver": "default", "Options": {}, "Config": []},
+        "Internal": false, "Attachable": false, "Ingress": false, "ConfigOnly": false,
+        "ConfigFrom": null, "Options": {}, "Labels": {"com.docker.compose.network": "n"}});
+    assert!(run(cli.clone()).allowed());
+    assert!(run(json!({"Name": "n"})).allowed());
+    assert!(run(json!({"Name": "n", "Internal": true,
+        "Options": {"com.docker.network.driver.mtu": "1400"}}))
+    .allowed());
+    for (change, field) in [
+        (
+            json!({"Driver": "macvlan", "Options": {"parent": "eth0"}}),
+            "/Driver",
+        ),
+        (json!({"Driver": "ipvlan"}), "/Driver"),
+        (json!({"Driver": "host"}), "/Driver"),
+        (
+            json!({"Options": {"com.docker.network.bridge.name": "docker0"}}),
+            "/Options/com.docker.network.bridge.name",
+        ),
+        (
+            json!({"Options": {"com.docker.network.bridge.gateway_mode_ipv4": "nat-unprotected"}}),
+            "/Options/com.docker.network.bridge.gateway_mode_ipv4",
+        ),
+        (
+            json!({"IPAM": {"Driver": "default", "Config": [{"Subnet": "198.51.100.0/24"}]}}),
+            "/IPAM/Config",
+        ),
+        (json!({"IPAM": {"Driver": "other"}}), "/IPAM/Driver"),
+        (json!({"ConfigFrom": {"Network": "cfg"}}), "/ConfigFrom"),
+        (json!({"ConfigOnly": true}), "/ConfigOnly"),
+        (json!({"Ingress": true}), "/Ingress"),
+        (json!({"Scope": "swarm"}), "/Scope"),
+    ] {
+        let mut body = cli.clone();
+        for (k, v) in change.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let d = run(body.clone());
+        assert_eq!(denied(&d).rule, RULE_NETWORK, "{body}");
+        assert_eq!(denied(&d).field, field, "{body}");
+    }
+    // Folded keys are read as Go reads them: refused unread.
+    let d = decide_with(
+        "POST",
+        "/networks/create",
+        br#"{"Name":"n","driver":"macvlan"}"#,
+        &host,
+        &gate(),
+    );
+    assert!(!d.allowed(), "{d:?}");
+    // A field of no Docker version.
+    assert_eq!(
+        denied(&run(json!({"Name": "n", "Bogus": 1}))).rule,
+        RULE_NETWORK
+    );
 }

@@ -2,8 +2,14 @@
 //! driver takes the options `type`, `device`, `o` (and `size` on newer
 //! engines) and, when any is set, mounts `device` with `mount(2)` as root on
 //! the host: `type=none,o=bind,device=/etc` is a bind of /etc, and
-//! `type=ext4,device=/dev/sda1` mounts a host disk. A bind is judged against
-//! `[[filesystem.bind]]`; a tmpfs is fine; any other mount is refused.
+//! `type=ext4,device=/dev/sda1` mounts a host disk. A tmpfs is fine; any
+//! other mount is refused, binds too: the driver resolves `device`
+//! (following symlinks) each time a container uses the volume, long after
+//! this judgement, and dockerd copies the image's files into an empty
+//! volume as root (owners and setuid bits kept). A container that writes
+//! the allowed directory swaps `device` for a symlink in between, and
+//! dockerd writes into any empty host directory. `--mount type=bind` has
+//! neither step. A bind outside `[[filesystem.bind]]` is refused for that.
 
 use serde_json::{Map, Value};
 
@@ -57,8 +63,16 @@ pub fn judge_local_options(
     // moby/sys/mount matches each flag exactly: " bind" is fs data.
     let is_bind = mount_opts.split(',').any(|o| matches!(o, "bind" | "rbind"));
     if is_bind {
-        host_path(device, &format!("{field}/device"), RULE, policy, host)?;
-        return Ok(());
+        let field = format!("{field}/device");
+        host_path(device, &field, RULE, policy, host)?;
+        return Err(Denial::new(
+            RULE,
+            field,
+            super::one_line(device, 256),
+            "local volumes that bind a host path are refused: the driver resolves \
+             device again at each use, and dockerd copies image files into it as \
+             root; use --mount type=bind",
+        ));
     }
     if kind.is_empty() && device.is_empty() && mount_opts.is_empty() {
         // A plain directory under the data-root.
@@ -101,8 +115,12 @@ mod tests {
     }
 
     #[test]
-    fn binds_are_judged_by_the_allowlist() {
-        judge(json!({"type": "none", "o": "bind", "device": "/srv/wt/a"})).unwrap();
+    fn binds_are_refused_and_outside_ones_for_the_allowlist() {
+        // Even an allowed directory: resolved again at each use, and
+        // copied into (setuid bits kept) when empty.
+        let d = judge(json!({"type": "none", "o": "bind", "device": "/srv/wt/a"})).unwrap_err();
+        assert_eq!(d.field, "/DriverOpts/device");
+        assert!(d.reason.contains("--mount type=bind"), "{d}");
         let d = judge(json!({"type": "none", "o": "ro,bind", "device": "/etc"})).unwrap_err();
         assert_eq!(d.field, "/DriverOpts/device");
         assert!(d.reason.contains("filesystem.bind"), "{d}");
