@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use vibe_hooks::egress::proxy::{Container, Dial, Proxy, ProxySettings, Resolve, CLOSE_GRACE};
+use vibe_hooks::egress::proxy::{log, Container, Dial, Proxy, ProxySettings, Resolve, CLOSE_GRACE};
 use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_policy::egress::sni::build_client_hello;
 
@@ -686,5 +686,58 @@ async fn an_ipv6_listener_and_an_ipv6_upstream() {
     assert_eq!(
         *lab.dialer.dialled.lock().unwrap(),
         vec!["[2001:db8:5::5]:80".parse::<SocketAddr>().unwrap()]
+    );
+}
+
+/// A container refusing itself in a loop filled the log at ~80 MB/s (one
+/// line per connection, a 32 KiB Host header copied into `rule`). Lines
+/// over the per-container budget are counted instead, and the count is
+/// written at close: every connection is still accounted for.
+#[tokio::test]
+async fn a_refusal_flood_is_counted_not_written_and_fields_are_clipped() {
+    let lab = lab(&["allowed.example"], true, |_| {}).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (close, closing) = tokio::sync::watch::channel(false);
+    let serving = tokio::spawn(lab.proxy.clone().serve_until(
+        listener,
+        lab.container.clone(),
+        closing,
+    ));
+    let flood = log::BURST as usize + 300;
+    let host = "a".repeat(30_000);
+    let req = format!("GET http://allowed.example/ HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    for _ in 0..flood {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(req.as_bytes()).await.unwrap();
+        let resp = read_all(&mut s).await;
+        assert!(resp.starts_with("HTTP/1.1 403"), "{resp:.80}");
+    }
+    close.send(true).unwrap();
+    let _ = tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(1), serving).await;
+    let lines = lab.log_lines().await;
+    let written = lines.iter().filter(|l| l["kind"] != "suppressed").count();
+    let counted: u64 = lines
+        .iter()
+        .map(|l| l["suppressed"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        written < flood,
+        "every refusal written: {written} of {flood}"
+    );
+    assert_eq!(
+        written as u64 + counted,
+        flood as u64,
+        "lines written + counted != connections"
+    );
+    let longest = std::fs::read_to_string(&lab.log)
+        .unwrap()
+        .lines()
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        longest < 2 * log::MAX_FIELD + 1024,
+        "a line of {longest} bytes"
     );
 }

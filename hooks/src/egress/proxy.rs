@@ -16,7 +16,7 @@
 //! as "would-deny"; the address deny set protects the host and is enforced
 //! in both modes.
 
-mod log;
+pub mod log;
 pub mod net;
 mod relay;
 mod splice;
@@ -114,10 +114,11 @@ pub struct Proxy {
     log: log::Log,
     resolver: Arc<dyn Resolve>,
     dialer: Arc<dyn Dial>,
-    /// Per-registration connection slots, shared by its listeners (the
-    /// daemon hands them one `Arc<Container>`). Keyed by that allocation,
-    /// not the id: a container under another runc root may reuse an id.
-    slots: Mutex<HashMap<usize, Weak<Semaphore>>>,
+    /// Per-registration connection slots and log budget, shared by its
+    /// listeners (the daemon hands them one `Arc<Container>`). Keyed by
+    /// that allocation, not the id: a container under another runc root
+    /// may reuse an id.
+    slots: Mutex<HashMap<usize, Weak<PerContainer>>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -210,7 +211,7 @@ impl Proxy {
     ) {
         // An invalid list (the config check makes this unlikely) refuses all.
         let hosts = Arc::new(HostList::new(&container.network));
-        let slots = self.slots(&container);
+        let per = self.per_container(&container);
         let mut tasks = JoinSet::new();
         let mut watch = closing.clone();
         loop {
@@ -220,10 +221,16 @@ impl Proxy {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
                         let _ = stream.set_nodelay(true);
-                        let permit = slots.clone().try_acquire_owned().ok();
+                        let _ = nix::sys::socket::setsockopt(
+                            &stream,
+                            nix::sys::socket::sockopt::SndBuf,
+                            &CLIENT_SNDBUF,
+                        );
+                        let permit = per.slots.clone().try_acquire_owned().ok();
                         let conn = Conn {
                             proxy: self.clone(),
                             container: container.clone(),
+                            per: per.clone(),
                             hosts: hosts.clone(),
                             client: stream,
                             _permit: permit,
@@ -240,22 +247,60 @@ impl Proxy {
         drop(listener);
         let drained = async { while tasks.join_next().await.is_some() {} };
         let _ = tokio::time::timeout(CLOSE_GRACE, drained).await;
+        self.report_suppressed(&container, &per);
     }
 
-    fn slots(&self, container: &Arc<Container>) -> Arc<Semaphore> {
+    fn per_container(&self, container: &Arc<Container>) -> Arc<PerContainer> {
         // The address stays ours while a listener or connection holds the
-        // Arc, which is as long as the semaphore can be alive.
+        // Arc, which is as long as this can be alive.
         let key = Arc::as_ptr(container) as usize;
         let mut map = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, w| w.strong_count() > 0);
         if let Some(s) = map.get(&key).and_then(Weak::upgrade) {
             return s;
         }
-        let s = Arc::new(Semaphore::new(self.settings.max_connections));
+        let s = Arc::new(PerContainer {
+            slots: Arc::new(Semaphore::new(self.settings.max_connections)),
+            budget: log::Budget::default(),
+        });
         map.insert(key, Arc::downgrade(&s));
         s
     }
+
+    /// The count of lines `per` did not write, as a line of its own.
+    fn report_suppressed(&self, container: &Container, per: &PerContainer) {
+        let suppressed = per.budget.drain();
+        if suppressed == 0 {
+            return;
+        }
+        self.log.write(&log::Line {
+            time: log::now(),
+            container: &container.id,
+            decision: vibe_policy::egress::Verdict::Deny,
+            kind: "suppressed",
+            host: "",
+            port: 0,
+            address: None,
+            rule: "lines over the container's log budget, not written",
+            error: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            suppressed,
+        });
+    }
 }
+
+/// What the listeners of one registration share.
+struct PerContainer {
+    slots: Arc<Semaphore>,
+    budget: log::Budget,
+}
+
+/// What the proxy lets the kernel hold for a client that does not read:
+/// the container's socket is on loopback, so a small buffer costs no
+/// throughput, and autotuning would grow it to MiBs per tunnel, charged to
+/// the daemon and the host's TCP memory, not to the container.
+const CLIENT_SNDBUF: usize = 256 * 1024;
 
 /// How long a closing listener waits for its connections' log lines.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -263,6 +308,7 @@ pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 struct Conn {
     proxy: Arc<Proxy>,
     container: Arc<Container>,
+    per: Arc<PerContainer>,
     hosts: Arc<Result<HostList, String>>,
     client: TcpStream,
     _permit: Option<OwnedSemaphorePermit>,
@@ -590,18 +636,22 @@ impl Conn {
 
     fn log(&self, o: &Outcome) {
         use std::sync::atomic::Ordering;
+        let Some(suppressed) = self.per.budget.take() else {
+            return;
+        };
         self.proxy.log.write(&log::Line {
             time: log::now(),
             container: &self.container.id,
             decision: o.decision.verdict,
             kind: o.kind,
-            host: &o.decision.host,
+            host: &log::clip(&o.decision.host),
             port: o.decision.port,
             address: o.address,
-            rule: &o.decision.rule,
-            error: o.error.clone(),
+            rule: &log::clip(&o.decision.rule),
+            error: o.error.as_deref().map(|e| log::clip(e).into_owned()),
             bytes_up: o.counts.up.load(Ordering::Relaxed),
             bytes_down: o.counts.down.load(Ordering::Relaxed),
+            suppressed,
         });
     }
 }

@@ -30,8 +30,9 @@ pub const PRIVATE_V4: &[&str] = &[
 ];
 
 /// IPv6 destinations that are never "the internet", including the forms
-/// that embed an IPv4 address (v4-mapped, NAT64, Teredo, 6to4), since those
-/// can carry a private IPv4 destination through a relay.
+/// that embed an IPv4 address (v4-mapped, NAT64, Teredo, 6to4; SIIT's
+/// v4-translated form is judged by what it carries), since those can carry
+/// a private IPv4 destination through a relay.
 pub const PRIVATE_V6: &[&str] = &[
     "::/128",
     "::1/128",
@@ -158,6 +159,10 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<(&'static str, [Option<Ipv4Addr>; 2])> {
     if s[..5] == [0; 5] && s[5] == 0xffff {
         return Some(("v4-mapped", [Some(v4(s[6], s[7])), None]));
     }
+    // ::ffff:0:a.b.c.d, SIIT's IPv4-translated form (RFC 2765).
+    if s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0 {
+        return Some(("v4-translated", [Some(v4(s[6], s[7])), None]));
+    }
     if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return Some(("NAT64", [Some(v4(s[6], s[7])), None]));
     }
@@ -245,6 +250,9 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
             "::ffff:169.254.169.254",
+            // SIIT's translated form, ::ffff:0:a.b.c.d.
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:a9fe:a9fe",
             "64:ff9b::10.0.0.1",
             "64:ff9b::169.254.169.254",
             "64:ff9b::7f00:1",
@@ -259,6 +267,7 @@ mod tests {
         }
         for a in [
             "::ffff:203.0.113.5",
+            "::ffff:0:203.0.113.5",
             "64:ff9b::203.0.113.5",
             "2002:cb00:7105::1",
         ] {

@@ -183,8 +183,10 @@ pub fn parse(buf: &[u8], cap: usize) -> Result<Option<Request>, RequestError> {
 
 impl Request {
     /// The head sent upstream for an absolute-form request: origin-form,
-    /// our own Host, no hop-by-hop headers (nor those `Connection` names),
-    /// and `Connection: close` (one request per upstream connection).
+    /// our own Host, no hop-by-hop headers (nor those `Connection` names,
+    /// except the framing headers: the body goes on by the framing that
+    /// was judged, so upstream must read the same), and `Connection:
+    /// close` (one request per upstream connection).
     pub fn forward_head(&self) -> Option<Vec<u8>> {
         let Target::Absolute { method, path } = &self.target else {
             return None;
@@ -198,7 +200,8 @@ impl Request {
         let mut out = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.authority());
         for (name, value) in &self.headers {
             let lower = name.to_ascii_lowercase();
-            if HOP_BY_HOP.contains(&lower.as_str()) || named.contains(&lower) {
+            let framing = matches!(lower.as_str(), "content-length" | "transfer-encoding");
+            if HOP_BY_HOP.contains(&lower.as_str()) || (named.contains(&lower) && !framing) {
                 continue;
             }
             out.push_str(&format!("{name}: {value}\r\n"));
@@ -536,6 +539,11 @@ mod tests {
 
     #[test]
     fn forwarded_head() {
+        // `Connection` cannot drop the framing the body is forwarded by:
+        // the upstream would read the body as a second, unjudged request.
+        let r = ok("POST http://a.example/ HTTP/1.1\r\nConnection: content-length, Transfer-Encoding\r\nContent-Length: 5\r\n\r\n");
+        let head = String::from_utf8(r.forward_head().unwrap()).unwrap();
+        assert!(head.contains("\r\nContent-Length: 5\r\n"), "{head}");
         let r = ok("GET http://a.example:8080/x HTTP/1.1\r\nHost: a.example:8080\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\nAccept: */*\r\n\r\n");
         assert_eq!(
             String::from_utf8(r.forward_head().unwrap()).unwrap(),
