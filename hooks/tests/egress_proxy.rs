@@ -193,6 +193,26 @@ impl Lab {
         addr
     }
 
+    /// Another listener for this registration, served until `close` says
+    /// true: its address, `close`, and the serving task.
+    async fn serve_until(
+        &self,
+    ) -> (
+        SocketAddr,
+        tokio::sync::watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (close, closing) = tokio::sync::watch::channel(false);
+        let serving = tokio::spawn(self.proxy.clone().serve_until(
+            listener,
+            self.container.clone(),
+            closing,
+        ));
+        (addr, close, serving)
+    }
+
     async fn connect(&self) -> TcpStream {
         TcpStream::connect(self.proxy_addr).await.unwrap()
     }
@@ -611,14 +631,7 @@ async fn dropping_serve_closes_the_listener_and_its_connections() {
 #[tokio::test]
 async fn closing_a_listener_ends_its_tunnels_with_their_log_lines() {
     let lab = lab(&["allowed.example"], true, |_| {}).await;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (close, closing) = tokio::sync::watch::channel(false);
-    let serving = tokio::spawn(lab.proxy.clone().serve_until(
-        listener,
-        lab.container.clone(),
-        closing,
-    ));
+    let (addr, close, serving) = lab.serve_until().await;
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
         .await
@@ -696,14 +709,7 @@ async fn an_ipv6_listener_and_an_ipv6_upstream() {
 #[tokio::test]
 async fn a_refusal_flood_is_counted_not_written_and_fields_are_clipped() {
     let lab = lab(&["allowed.example"], true, |_| {}).await;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (close, closing) = tokio::sync::watch::channel(false);
-    let serving = tokio::spawn(lab.proxy.clone().serve_until(
-        listener,
-        lab.container.clone(),
-        closing,
-    ));
+    let (addr, close, serving) = lab.serve_until().await;
     let flood = log::BURST as usize + 300;
     let host = "a".repeat(30_000);
     let req = format!("GET http://allowed.example/ HTTP/1.1\r\nHost: {host}\r\n\r\n");

@@ -259,6 +259,26 @@ impl Docker {
         }
     }
 
+    /// `docker VERB` a canary named for `door` with `-v SOURCE:/y`, running
+    /// `/bin/true`: its name and the outcome.
+    fn bind_canary(&mut self, verb: &str, door: &str, source: &std::path::Path) -> (String, Out) {
+        let name = self.name(door);
+        let image = self.image.clone();
+        let bind = format!("{}:/y", source.display());
+        let out = self.run(&[
+            verb,
+            "--name",
+            &name,
+            "--label",
+            LABEL,
+            "-v",
+            &bind,
+            &image,
+            "/bin/true",
+        ]);
+        (name, out)
+    }
+
     fn remove_all(&mut self) {
         for name in std::mem::take(&mut self.created) {
             let _ = self.run(&["rm", "-f", "-v", &name]);
@@ -312,20 +332,7 @@ fn bind_source_door(d: &mut Docker) -> (Verdict, String) {
     if base.exists() {
         return (Verdict::Error, format!("{} exists already", base.display()));
     }
-    let name = d.name("bind-source");
-    let image = d.image.clone();
-    let bind = format!("{}:/y", source.display());
-    let out = d.run(&[
-        "run",
-        "--name",
-        &name,
-        "--label",
-        LABEL,
-        "-v",
-        &bind,
-        &image,
-        "/bin/true",
-    ]);
+    let (_, out) = d.bind_canary("run", "bind-source", &source);
     let created = source.exists();
     // Only the directories this run made: the name is unique to it.
     let _ = std::fs::remove_dir(&source);
@@ -409,20 +416,7 @@ fn bind_create_door(d: &mut Docker, worktree: Option<&std::path::Path>) -> (Verd
             format!("cannot make the canary's directories: {e}"),
         );
     }
-    let name = d.name("bind-create");
-    let image = d.image.clone();
-    let bind = format!("{}:/y", base.join("d/new").display());
-    let created = d.run(&[
-        "create",
-        "--name",
-        &name,
-        "--label",
-        LABEL,
-        "-v",
-        &bind,
-        &image,
-        "/bin/true",
-    ]);
+    let (name, created) = d.bind_canary("create", "bind-create", &base.join("d/new"));
     let started = created.ok
         && std::fs::remove_dir_all(base.join("d"))
             .and_then(|()| std::os::unix::fs::symlink(&outside, base.join("d")))

@@ -30,38 +30,24 @@ pub const RULE_LOG: &str = "authz-log";
 /// name no address, path or buffer: `""` is the daemon's default driver
 /// (the admin's), with only options every driver reads harmlessly.
 const LOG_DRIVERS: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "max-size",
-            "max-file",
-            "compress",
-            "tag",
-            "labels",
-            "labels-regex",
-            "env",
-            "env-regex",
-        ],
-    ),
-    (
-        "json-file",
-        &[
-            "max-size",
-            "max-file",
-            "compress",
-            "tag",
-            "labels",
-            "labels-regex",
-            "env",
-            "env-regex",
-        ],
-    ),
-    ("local", &["max-size", "max-file", "compress"]),
-    (
-        "journald",
-        &["tag", "labels", "labels-regex", "env", "env-regex"],
-    ),
+    ("", FILE_LOG_OPTIONS),
+    ("json-file", FILE_LOG_OPTIONS),
+    ("local", ROTATION),
+    ("journald", METADATA),
     ("none", &[]),
+];
+const ROTATION: &[&str] = &["max-size", "max-file", "compress"];
+const METADATA: &[&str] = &["tag", "labels", "labels-regex", "env", "env-regex"];
+/// json-file's (and the daemon default's): both kinds.
+const FILE_LOG_OPTIONS: &[&str] = &[
+    ROTATION[0],
+    ROTATION[1],
+    ROTATION[2],
+    METADATA[0],
+    METADATA[1],
+    METADATA[2],
+    METADATA[3],
+    METADATA[4],
 ];
 
 /// `POST /containers/create`.

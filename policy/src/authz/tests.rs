@@ -41,17 +41,21 @@ fn decide_with(method: &str, uri: &str, body: &[u8], host: &FakeHost, gate: &Gat
 }
 
 fn create(body: &str) -> Decision {
-    decide_with(
-        "POST",
-        "/v1.41/containers/create",
-        body.as_bytes(),
-        &FakeHost::new(),
-        &gate(),
-    )
+    post("/v1.41/containers/create", body.as_bytes())
+}
+
+fn post(uri: &str, body: &[u8]) -> Decision {
+    decide_with("POST", uri, body, &FakeHost::new(), &gate())
 }
 
 fn denied(d: &Decision) -> &Denial {
     d.denial.as_ref().expect("refused")
+}
+
+/// `d` refused by `rule` at `field` (`what` names the case).
+fn refused_at(d: &Decision, rule: &str, field: &str, what: &dyn std::fmt::Display) {
+    assert_eq!(denied(d).rule, rule, "{what}");
+    assert_eq!(denied(d).field, field, "{what}");
 }
 
 #[test]
@@ -535,8 +539,7 @@ fn binds_dockerd_may_create_are_refused_unless_allowed() {
     for (body, field) in created {
         assert!(run(body, &gate()).allowed(), "{body}");
         let d = run(body, &strict);
-        assert_eq!(denied(&d).rule, RULE_BINDS, "{body}");
-        assert_eq!(denied(&d).field, field, "{body}");
+        refused_at(&d, RULE_BINDS, field, &body);
         assert!(denied(&d).reason.contains("--mount type=bind"), "{d:?}");
     }
     // A source outside the allowlist keeps the allowlist's reason.
@@ -748,7 +751,6 @@ fn per_interface_sysctls_dockerd_sets_itself_are_refused() {
 
 #[test]
 fn volumes_from_is_refused() {
-    let host = FakeHost::new();
     for (body, field) in [
         (
             r#"{"HostConfig":{"VolumesFrom":["other:ro"]}}"#,
@@ -759,43 +761,22 @@ fn volumes_from_is_refused() {
             "/VolumesFrom",
         ),
     ] {
-        let d = decide_with(
-            "POST",
-            "/containers/create",
-            body.as_bytes(),
-            &host,
-            &gate(),
-        );
-        assert_eq!(denied(&d).rule, RULE_VOLUMES_FROM, "{body}");
-        assert_eq!(denied(&d).field, field, "{body}");
+        let d = create(body);
+        refused_at(&d, RULE_VOLUMES_FROM, field, &body);
     }
     for body in [
         r#"{"HostConfig":{"VolumesFrom":null}}"#,
         r#"{"HostConfig":{"VolumesFrom":[]}}"#,
     ] {
-        assert!(decide_with(
-            "POST",
-            "/containers/create",
-            body.as_bytes(),
-            &host,
-            &gate()
-        )
-        .allowed());
+        assert!(create(body).allowed());
     }
 }
 
 #[test]
 fn log_drivers_that_send_elsewhere_are_refused() {
-    let host = FakeHost::new();
     let run = |log: Value| {
         let body = json!({"Image": "x", "HostConfig": {"LogConfig": log}}).to_string();
-        decide_with(
-            "POST",
-            "/containers/create",
-            body.as_bytes(),
-            &host,
-            &gate(),
-        )
+        create(&body)
     };
     // What the CLI sends by default, and local drivers with their options.
     for log in [
@@ -833,26 +814,13 @@ fn log_drivers_that_send_elsewhere_are_refused() {
         ),
     ] {
         let d = run(log.clone());
-        assert_eq!(denied(&d).rule, RULE_LOG, "{log}");
-        assert_eq!(denied(&d).field, field, "{log}");
+        refused_at(&d, RULE_LOG, field, &log);
     }
     // Go reads `logconfig` / `type` as LogConfig / Type: refused unread.
-    let d = decide_with(
-        "POST",
-        "/containers/create",
-        br#"{"HostConfig":{"LogConfig":{"type":"syslog"}}}"#,
-        &host,
-        &gate(),
-    );
+    let d = create(r#"{"HostConfig":{"LogConfig":{"type":"syslog"}}}"#);
     assert!(!d.allowed(), "{d:?}");
     // The 20.10 top-level HostConfig copy is judged too.
-    let d = decide_with(
-        "POST",
-        "/containers/create",
-        br#"{"LogConfig":{"Type":"syslog"}}"#,
-        &host,
-        &gate(),
-    );
+    let d = create(r#"{"LogConfig":{"Type":"syslog"}}"#);
     assert_eq!(denied(&d).field, "/LogConfig/Type");
 }
 
@@ -908,17 +876,10 @@ fn network_create_may_not_touch_the_hosts_networking() {
             body[k] = v.clone();
         }
         let d = run(body.clone());
-        assert_eq!(denied(&d).rule, RULE_NETWORK, "{body}");
-        assert_eq!(denied(&d).field, field, "{body}");
+        refused_at(&d, RULE_NETWORK, field, &body);
     }
     // Folded keys are read as Go reads them: refused unread.
-    let d = decide_with(
-        "POST",
-        "/networks/create",
-        br#"{"Name":"n","driver":"macvlan"}"#,
-        &host,
-        &gate(),
-    );
+    let d = post("/networks/create", br#"{"Name":"n","driver":"macvlan"}"#);
     assert!(!d.allowed(), "{d:?}");
     // A field of no Docker version.
     assert_eq!(
