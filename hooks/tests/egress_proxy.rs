@@ -249,6 +249,21 @@ async fn read_all(s: &mut TcpStream) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A tunnel to allowed.example:443 through the proxy at `addr`, past its
+/// 200 and a ClientHello the upstream echoed back: the stream, and the
+/// ClientHello's length (the bytes each way so far).
+async fn open_tunnel(addr: SocketAddr) -> (TcpStream, usize) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    read_n(&mut s, OK_200.len()).await;
+    let hello = build_client_hello(Some("allowed.example"), 16_384);
+    s.write_all(&hello).await.unwrap();
+    read_n(&mut s, hello.len()).await;
+    (s, hello.len())
+}
+
 /// Reads until `want` bytes arrived.
 async fn read_n(s: &mut TcpStream, want: usize) -> Vec<u8> {
     let mut out = vec![0u8; want];
@@ -529,14 +544,7 @@ async fn limits_answer_misbehaving_clients() {
     // Two open tunnels; the third connection gets a 503.
     let mut open = Vec::new();
     for _ in 0..2 {
-        let mut s = lab.connect().await;
-        s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
-            .await
-            .unwrap();
-        read_n(&mut s, OK_200.len()).await;
-        let hello = build_client_hello(Some("allowed.example"), 16_384);
-        s.write_all(&hello).await.unwrap();
-        read_n(&mut s, hello.len()).await;
+        let (s, _) = open_tunnel(lab.proxy_addr).await;
         open.push(s);
     }
     let resp = lab
@@ -591,14 +599,7 @@ async fn idle_tunnels_are_closed() {
         s.idle_timeout = Duration::from_millis(300);
     })
     .await;
-    let mut s = lab.connect().await;
-    s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
-        .await
-        .unwrap();
-    read_n(&mut s, OK_200.len()).await;
-    let hello = build_client_hello(Some("allowed.example"), 16_384);
-    s.write_all(&hello).await.unwrap();
-    read_n(&mut s, hello.len()).await;
+    let (mut s, _) = open_tunnel(lab.proxy_addr).await;
     let t = std::time::Instant::now();
     assert_eq!(read_all(&mut s).await, "");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
@@ -609,14 +610,7 @@ async fn idle_tunnels_are_closed() {
 #[tokio::test]
 async fn dropping_serve_closes_the_listener_and_its_connections() {
     let lab = lab(&["allowed.example"], true, |_| {}).await;
-    let mut s = lab.connect().await;
-    s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
-        .await
-        .unwrap();
-    read_n(&mut s, OK_200.len()).await;
-    let hello = build_client_hello(Some("allowed.example"), 16_384);
-    s.write_all(&hello).await.unwrap();
-    read_n(&mut s, hello.len()).await;
+    let (mut s, _) = open_tunnel(lab.proxy_addr).await;
     lab.serve.abort();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(read_all(&mut s).await, "", "the tunnel is closed");
@@ -632,14 +626,7 @@ async fn dropping_serve_closes_the_listener_and_its_connections() {
 async fn closing_a_listener_ends_its_tunnels_with_their_log_lines() {
     let lab = lab(&["allowed.example"], true, |_| {}).await;
     let (addr, close, serving) = lab.serve_until().await;
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
-        .await
-        .unwrap();
-    read_n(&mut s, OK_200.len()).await;
-    let hello = build_client_hello(Some("allowed.example"), 16_384);
-    s.write_all(&hello).await.unwrap();
-    read_n(&mut s, hello.len()).await;
+    let (mut s, moved) = open_tunnel(addr).await;
     close.send(true).unwrap();
     tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(1), serving)
         .await
@@ -659,8 +646,8 @@ async fn closing_a_listener_ends_its_tunnels_with_their_log_lines() {
         l["error"].as_str().unwrap_or("").starts_with("closed:"),
         "{l}"
     );
-    assert_eq!(l["bytes_up"], hello.len() as u64);
-    assert_eq!(l["bytes_down"], hello.len() as u64);
+    assert_eq!(l["bytes_up"], moved as u64);
+    assert_eq!(l["bytes_down"], moved as u64);
 }
 
 #[tokio::test]
