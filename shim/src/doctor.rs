@@ -2,8 +2,8 @@
 //! tries each door issue 10 lists (a runtime other than vibe-shim, no
 //! `--runtime`, `docker cp` through a bind, a bind source that does not
 //! exist, a privileged run), and with `--worktree` a `-v` source swapped
-//! for a symlink between create and start, with a canary container, judges each from inside the
-//! container (or by host evidence), prints one row per door and exits
+//! for a symlink between create and start, with a canary container; judges
+//! each from inside the container (or by host evidence), prints one row per door and exits
 //! non-zero if any door is open or could not be judged. It drives the
 //! docker CLI, so it must run on the engine's host (the bind-source row
 //! looks at this host's filesystem). Every canary it creates is removed.
@@ -359,15 +359,9 @@ pub fn bind_source_verdict(
             Verdict::Open,
             format!("dockerd created {source} on the host"),
         ),
-        (false, false) => match judge_failure(stderr) {
-            // The gate's bind rule itself, not a refusal for another reason
-            // (a runtime the gate does not accept) that never judged the bind.
-            (Verdict::Closed, why)
-                if stderr.contains("authorization denied") && stderr.contains("authz-binds") =>
-            {
-                (Verdict::Closed, format!("source not created; {why}"))
-            }
-            (_, why) => (
+        (false, false) => match gate_refused_bind(stderr) {
+            Ok(why) => (Verdict::Closed, format!("source not created; {why}")),
+            Err(why) => (
                 Verdict::Error,
                 format!("{source} not seen here after {why}; {ELSEWHERE}"),
             ),
@@ -376,6 +370,20 @@ pub fn bind_source_verdict(
             Verdict::Error,
             format!("the canary ran, but {source} is not on this host; {ELSEWHERE}"),
         ),
+    }
+}
+
+/// `Ok(why)` when the authz gate's bind rule itself refused the request,
+/// not a refusal for another reason (a runtime the gate does not accept)
+/// that never judged the bind; else `Err(why)`, what the failure was.
+fn gate_refused_bind(stderr: &str) -> Result<String, String> {
+    match judge_failure(stderr) {
+        (Verdict::Closed, why)
+            if stderr.contains("authorization denied") && stderr.contains("authz-binds") =>
+        {
+            Ok(why)
+        }
+        (_, why) => Err(why),
     }
 }
 
@@ -404,8 +412,11 @@ fn bind_create_door(d: &mut Docker, worktree: Option<&std::path::Path>) -> (Verd
     let base = worktree.join(&d.prefix);
     let outside = PathBuf::from(format!("/var/tmp/{}-outside", d.prefix));
     let made = outside.join("new");
-    if base.exists() || outside.exists() {
-        return (Verdict::Error, format!("{} exists already", base.display()));
+    if let Some(there) = [&base, &outside].into_iter().find(|p| p.exists()) {
+        return (
+            Verdict::Error,
+            format!("{} exists already", there.display()),
+        );
     }
     if let Err(e) =
         std::fs::create_dir_all(base.join("d/new")).and_then(|()| std::fs::create_dir(&outside))
@@ -453,14 +464,9 @@ pub fn bind_create_verdict(
             Verdict::Open,
             format!("dockerd created {made} at start, through a symlink planted after create"),
         ),
-        (false, false, _) => match judge_failure(create_stderr) {
-            (Verdict::Closed, why)
-                if create_stderr.contains("authorization denied")
-                    && create_stderr.contains("authz-binds") =>
-            {
-                (Verdict::Closed, why)
-            }
-            (_, why) => (Verdict::Error, format!("create failed: {why}")),
+        (false, false, _) => match gate_refused_bind(create_stderr) {
+            Ok(why) => (Verdict::Closed, why),
+            Err(why) => (Verdict::Error, format!("create failed: {why}")),
         },
         (false, true, false) => (Verdict::Error, "could not swap in the symlink".into()),
         (false, true, true) => (

@@ -216,8 +216,7 @@ impl Proxy {
         let mut watch = closing.clone();
         loop {
             tokio::select! {
-                // (The guard wait_for returns is dropped at once: not Send.)
-                _ = async { watch.wait_for(|c| *c).await.map(drop) } => break,
+                _ = closed(&mut watch) => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
                         let _ = stream.set_nodelay(true);
@@ -301,6 +300,12 @@ struct PerContainer {
 /// throughput, and autotuning would grow it to MiBs per tunnel, charged to
 /// the daemon and the host's TCP memory, not to the container.
 const CLIENT_SNDBUF: usize = 256 * 1024;
+
+/// Until `closing` turns true, or its sender is gone.
+async fn closed(closing: &mut tokio::sync::watch::Receiver<bool>) {
+    // The guard wait_for returns is dropped at once (it is not Send).
+    let _ = closing.wait_for(|c| *c).await.map(drop);
+}
 
 /// How long a closing listener waits for its connections' log lines.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -515,7 +520,7 @@ impl Conn {
         // The counts are the outcome's own: a relay cut here keeps them.
         let result = tokio::select! {
             r = relayed => r,
-            _ = async { closing.wait_for(|c| *c).await.map(drop) } => Err(std::io::Error::other(
+            _ = closed(&mut closing) => Err(std::io::Error::other(
                 "closed: the container's listener stopped (delete or daemon stop)",
             )),
         };

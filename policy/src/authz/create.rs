@@ -26,29 +26,19 @@ pub const RULE_RUNTIME: &str = "authz-runtime";
 pub const RULE_VOLUMES_FROM: &str = "authz-volumes-from";
 pub const RULE_LOG: &str = "authz-log";
 
-/// Log drivers that write on this host, and the options each takes that
-/// name no address, path or buffer: `""` is the daemon's default driver
-/// (the admin's), with only options every driver reads harmlessly.
-const LOG_DRIVERS: &[(&str, &[&str])] = &[
-    ("", FILE_LOG_OPTIONS),
-    ("json-file", FILE_LOG_OPTIONS),
-    ("local", ROTATION),
-    ("journald", METADATA),
+/// Log drivers that write on this host, and the option groups each takes
+/// (options that name no address, path or buffer): `""` is the daemon's
+/// default driver (the admin's), given only options every driver reads
+/// harmlessly.
+const LOG_DRIVERS: &[(&str, &[&[&str]])] = &[
+    ("", &[ROTATION, METADATA]),
+    ("json-file", &[ROTATION, METADATA]),
+    ("local", &[ROTATION]),
+    ("journald", &[METADATA]),
     ("none", &[]),
 ];
 const ROTATION: &[&str] = &["max-size", "max-file", "compress"];
 const METADATA: &[&str] = &["tag", "labels", "labels-regex", "env", "env-regex"];
-/// json-file's (and the daemon default's): both kinds.
-const FILE_LOG_OPTIONS: &[&str] = &[
-    ROTATION[0],
-    ROTATION[1],
-    ROTATION[2],
-    METADATA[0],
-    METADATA[1],
-    METADATA[2],
-    METADATA[3],
-    METADATA[4],
-];
 
 /// `POST /containers/create`.
 pub fn judge_create(body: &[u8], cx: &Cx) -> Result<(), Denial> {
@@ -206,7 +196,10 @@ fn judge_log_config(hc: &Value, prefix: &str) -> Result<(), Denial> {
     };
     match log.get("Config") {
         None | Some(Value::Null) => Ok(()),
-        Some(Value::Object(opts)) => match opts.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(Value::Object(opts)) => match opts
+            .keys()
+            .find(|k| !allowed.iter().any(|group| group.contains(&k.as_str())))
+        {
             Some(key) => Err(Denial::new(
                 RULE_LOG,
                 format!("{field}/Config/{}", crate::json::pointer_segment(key)),
@@ -217,7 +210,7 @@ fn judge_log_config(hc: &Value, prefix: &str) -> Result<(), Denial> {
                     if allowed.is_empty() {
                         "none".to_string()
                     } else {
-                        allowed.join(", ")
+                        allowed.concat().join(", ")
                     }
                 ),
             )),
