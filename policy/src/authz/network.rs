@@ -90,7 +90,7 @@ pub fn judge_create(body: &[u8]) -> Result<(), Denial> {
     for key in map.keys() {
         if !schema::NETWORK_CREATE.iter().any(|f| f.0 == key) {
             return refuse(
-                &format!("/{key}"),
+                &format!("/{}", crate::json::pointer_segment(key)),
                 key.clone(),
                 "unknown network create field",
             );
@@ -174,9 +174,10 @@ pub fn judge_create(body: &[u8]) -> Result<(), Denial> {
                 Some(key) => refuse(
                     &format!("/Options/{}", crate::json::pointer_segment(key)),
                     key.clone(),
-                    "network driver option refused: it can name a host bridge or interface, or \
-                 change the host's forwarding and NAT (allowed: com.docker.network.driver.mtu, \
-                 com.docker.network.bridge.enable_icc, com.docker.network.container_iface_prefix)",
+                    "network driver option refused: it can name a host bridge or interface, \
+                     or change the host's forwarding and NAT (allowed: \
+                     com.docker.network.driver.mtu, com.docker.network.bridge.enable_icc, \
+                     com.docker.network.container_iface_prefix)",
                 ),
                 None => Ok(()),
             }
