@@ -24,7 +24,7 @@
 //! on the same two cores as the proxy and the client, and the figure is the
 //! machine's CPU, not the proxy's capacity.
 //!
-//! `packaging/bench-egress.sh [MiB] [rounds]` (raises the fd limit) or
+//! `packaging/bench-egress.sh [MiB] [rounds] [rates]` (raises the fd limit) or
 //! `cargo run --release -p vibe-hooks --example bench_egress -- [MiB]
 //! [rounds] [--netns UP,PROXY,CLIENT] [--rates G1,G2,...]`.
 
