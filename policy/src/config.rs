@@ -244,7 +244,14 @@ pub struct ProcessSection {
     pub user: Option<String>,
     /// Exact names, or `PREFIX*`.
     pub env_allow: Vec<String>,
+    /// AppArmor profiles a container may run under, exact or `PREFIX*`; on
+    /// a host with AppArmor, an unconfined request gets the first exact one
+    /// that is loaded in enforce mode.
+    pub apparmor_profiles: Vec<String>,
 }
+
+/// Docker's and podman's own default profiles.
+pub const DEFAULT_APPARMOR_PROFILES: &[&str] = &["docker-default", "containers-default-*"];
 
 impl Default for ProcessSection {
     fn default() -> Self {
@@ -253,6 +260,10 @@ impl Default for ProcessSection {
             no_new_privileges: true,
             pids_limit: 512,
             user: None,
+            apparmor_profiles: DEFAULT_APPARMOR_PROFILES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             env_allow: ["PATH", "HOME", "TERM", "TZ", "HOSTNAME"]
                 .iter()
                 .chain(LOCALE_ENV_NAMES)
@@ -767,6 +778,10 @@ pub struct ResourcesSection {
     /// Hard ceiling per rlimit, by name (`RLIMIT_NOFILE` or `nofile`),
     /// merged over [`DEFAULT_RLIMITS`]; normalised to `RLIMIT_*` on load.
     pub rlimits: BTreeMap<String, u64>,
+    /// The cgroups a container's `linux.cgroupsPath` may lie below (cgroupfs
+    /// paths, absolute or relative to runc's own cgroup, and systemd
+    /// slices); unset: anywhere that nests under no other container.
+    pub cgroup_parents: Option<Vec<String>>,
 }
 
 impl Default for ResourcesSection {
@@ -777,6 +792,7 @@ impl Default for ResourcesSection {
             cpu_shares_max: 1024,
             tmpfs_max: ByteSize(1 << 30),
             rlimits: default_rlimits(),
+            cgroup_parents: None,
         }
     }
 }

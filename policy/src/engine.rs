@@ -78,6 +78,7 @@ pub const PROCESS_RULES: &[ProcessRule] = &[
 /// own tmpfs mounts are added, so those are never judged as client mounts.
 pub const SPEC_RULES: &[SpecRule] = &[
     apply_process_rules,
+    rules::apparmor::apply,
     rules::readonly_root::apply,
     rules::root_path::apply,
     rules::cgroups::apply,
@@ -95,6 +96,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::resources::apply,
     rules::sysctls::apply,
     rules::annotations::apply,
+    rules::host_ids::apply,
     rules::pids::apply,
     rules::client_hooks::apply,
     rules::network_hook::apply,
@@ -146,12 +148,13 @@ pub fn enforce_process(
 }
 
 /// Rewrites an exec's process (from `--process FILE`, or built the way
-/// runc's `getProcess` builds it) against the container's judged process:
+/// runc's `getProcess` builds it) against the container's judged spec:
 /// the process rules, then [`rules::lsm`], which keeps the container's
-/// AppArmor profile and SELinux label.
+/// AppArmor profile and SELinux label, and [`rules::host_ids`] against the
+/// container's writable binds.
 pub fn enforce_exec(
     process: &Value,
-    container_process: &Value,
+    container: &Value,
     policy: &Policy,
     host: &dyn HostView,
 ) -> Result<Rewrite, Refusal> {
@@ -159,7 +162,17 @@ pub fn enforce_exec(
     let mut rec = Record {
         changes: std::mem::take(&mut rewrite.changes),
     };
-    match rules::lsm::keep_container(&mut rewrite.document, container_process, "", &mut rec) {
+    let cx = RuleContext {
+        policy,
+        host,
+        create: None,
+        process_field: "",
+    };
+    let container_process = container.get("process").unwrap_or(&Value::Null);
+    let checked =
+        rules::lsm::keep_container(&mut rewrite.document, container_process, "", &mut rec)
+            .and_then(|()| rules::host_ids::check_exec(&rewrite.document, container, &cx));
+    match checked {
         Ok(()) => Ok(Rewrite {
             document: rewrite.document,
             changes: rec.changes,

@@ -46,6 +46,16 @@ pub trait HostView {
     }
     /// Whether the host's libseccomp knows this syscall name.
     fn syscall_known(&self, name: &str) -> bool;
+    /// The AppArmor profiles loaded in enforce mode, or `None` when the
+    /// host has no AppArmor (then runc applies no profile).
+    fn apparmor_enforced(&self) -> Option<Vec<String>> {
+        None
+    }
+    /// The host's first regular `(uid, gid)` (`UID_MIN`/`GID_MIN` of
+    /// login.defs): every id below is a system account's.
+    fn regular_id_min(&self) -> (u32, u32) {
+        (1000, 1000)
+    }
 
     // --- client hooks (rules::client_hooks) ---
     /// stat(2) of `path`, following symlinks (so `/proc/<pid>/exe` gives the
@@ -73,6 +83,21 @@ pub trait HostView {
     /// from each hierarchy's root, a relative one from this process's own
     /// cgroup (as runc's cgroupfs driver resolves them). `None`: cannot tell.
     fn cgroup_exists(&self, path: &Path) -> Option<bool>;
+    /// Whether the cgroup at `path` (read as for `cgroup_exists`) has
+    /// processes of its own in any hierarchy. `None`: cannot tell.
+    fn cgroup_has_processes(&self, path: &Path) -> Option<bool>;
+    /// A live process whose root directory is on the same filesystem as
+    /// `path` (same device): its pid, and whether its root is `path` itself
+    /// (same inode). `None` when no process's root is there.
+    fn live_root_on(&self, _path: &Path) -> Option<(u32, bool)> {
+        None
+    }
+    /// How many mounts in this mount namespace show the same filesystem
+    /// subtree as the mount whose mount point is exactly `path` (same device
+    /// and root): 1 for a filesystem mounted once, 0 when none sits there.
+    fn mount_views(&self, _path: &Path) -> usize {
+        1
+    }
     /// `(state dir, config.rootfs)` of every runc container whose state dir
     /// matches `pattern` (components `*` or `prefix*` match one directory
     /// level) and holds a readable `state.json`.
@@ -124,8 +149,19 @@ pub struct FakeHost {
     pub empty_namespaces: BTreeSet<PathBuf>,
     /// Cgroup paths (as passed to `cgroup_exists`) that exist.
     pub cgroups: BTreeSet<PathBuf>,
+    /// Existing cgroups that hold processes of their own.
+    pub busy_cgroups: BTreeSet<PathBuf>,
     /// runc containers: (state dir, rootfs).
     pub runc_states: Vec<(PathBuf, PathBuf)>,
+    /// The first regular (uid, gid); `None`: login.defs' default 1000.
+    pub regular_id_min: Option<(u32, u32)>,
+    /// Live process roots by path: (pid, exact) as `live_root_on` answers
+    /// for a path that starts with the key.
+    pub live_roots: BTreeMap<PathBuf, (u32, bool)>,
+    /// Mount points shown more than once, with their count.
+    pub mount_views: BTreeMap<PathBuf, usize>,
+    /// `Some`: the host has AppArmor with these profiles in enforce mode.
+    pub apparmor: Option<Vec<String>>,
 }
 
 impl FakeHost {
@@ -197,6 +233,25 @@ impl HostView for FakeHost {
         !self.unknown_syscalls.contains(name)
     }
 
+    fn regular_id_min(&self) -> (u32, u32) {
+        self.regular_id_min.unwrap_or((1000, 1000))
+    }
+
+    fn apparmor_enforced(&self) -> Option<Vec<String>> {
+        self.apparmor.clone()
+    }
+
+    fn live_root_on(&self, path: &Path) -> Option<(u32, bool)> {
+        self.live_roots
+            .iter()
+            .find(|(root, _)| path.starts_with(root))
+            .map(|(root, &(pid, exact))| (pid, exact && root == path))
+    }
+
+    fn mount_views(&self, path: &Path) -> usize {
+        self.mount_views.get(path).copied().unwrap_or(1)
+    }
+
     // --- client hooks ---
     fn file_facts(&self, path: &Path) -> Option<FileFacts> {
         self.fake_file_facts(path)
@@ -243,6 +298,10 @@ impl HostView for FakeHost {
 
     fn cgroup_exists(&self, path: &Path) -> Option<bool> {
         Some(self.cgroups.contains(path))
+    }
+
+    fn cgroup_has_processes(&self, path: &Path) -> Option<bool> {
+        Some(self.busy_cgroups.contains(path))
     }
 
     fn runc_rootfses(&self, pattern: &Path) -> Vec<(PathBuf, PathBuf)> {

@@ -193,6 +193,7 @@ fn check_mounts(spec: &Value, policy: &Policy, out: &mut Vec<String>) {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    let mut writable_subtree: Option<String> = None;
     for (i, mount) in mounts.iter().enumerate() {
         let options = strings(mount.get("options"));
         let kind = str_field(mount, "type");
@@ -234,9 +235,12 @@ fn check_mounts(spec: &Value, policy: &Policy, out: &mut Vec<String>) {
         {
             out.push(format!("mounts[{i}] at {dest} has propagation {p}"));
         }
-        if bind {
-            check_bind(i, mount, &dest, &options, policy, out);
+        if bind && check_bind(i, mount, &dest, &options, policy, out) {
+            writable_subtree.get_or_insert(dest.into_owned());
         }
+    }
+    if let Some(dest) = writable_subtree {
+        check_regular_ids(spec.get("process").unwrap_or(&Value::Null), &dest, out);
     }
     for entry in &policy.filesystem.tmpfs {
         let dir = clean_path(&entry.path.to_string_lossy()).into_owned();
@@ -259,6 +263,27 @@ fn check_mounts(spec: &Value, policy: &Policy, out: &mut Vec<String>) {
     }
 }
 
+/// The first regular host id: a process that can write a host subtree must
+/// not be root or a system account there.
+const REGULAR_ID_MIN: u64 = 1000;
+
+fn check_regular_ids(process: &Value, dest: &str, out: &mut Vec<String>) {
+    let user = process.get("user").unwrap_or(&Value::Null);
+    let id = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
+    let gids = user.get("additionalGids").and_then(Value::as_array);
+    let ids = [id(user.get("uid")), id(user.get("gid"))]
+        .into_iter()
+        .chain(gids.into_iter().flatten().map(|g| id(Some(g))));
+    for value in ids {
+        if value < REGULAR_ID_MIN {
+            out.push(format!(
+                "process runs with host id {value} and can write the host subtree at {dest}"
+            ));
+        }
+    }
+}
+
+/// Judges one bind; true when it is a writable bind of a read-write subtree.
 fn check_bind(
     i: usize,
     mount: &Value,
@@ -266,7 +291,7 @@ fn check_bind(
     options: &[String],
     policy: &Policy,
     out: &mut Vec<String>,
-) {
+) -> bool {
     let source = str_field(mount, "source");
     if has(options, "rbind") {
         out.push(format!("mounts[{i}] bind of {source} is recursive (rbind)"));
@@ -281,15 +306,25 @@ fn check_bind(
         .iter()
         .filter(|b| source.starts_with('/') && path.starts_with(&b.source))
         .max_by_key(|b| b.source.components().count());
+    // runc applies ro/rw in order: the last one wins.
+    let writable = options
+        .iter()
+        .rev()
+        .find(|o| ["ro", "rw", "rro", "rrw"].contains(&o.as_str()))
+        .is_none_or(|o| o == "rw" || o == "rrw");
     match allow {
         Some(b) if b.mode == BindMode::Ro && (!has(options, "ro") || has(options, "rw")) => {
             out.push(format!("mounts[{i}] bind of {source} is not read-only"));
+            false
         }
-        Some(_) => {}
-        None if engine_file && source.starts_with('/') => {}
-        None => out.push(format!(
-            "mounts[{i}] bind of {source} is neither under filesystem.bind nor an engine file"
-        )),
+        Some(b) => b.mode == BindMode::Rw && writable,
+        None if engine_file && source.starts_with('/') => false,
+        None => {
+            out.push(format!(
+                "mounts[{i}] bind of {source} is neither under filesystem.bind nor an engine file"
+            ));
+            false
+        }
     }
 }
 
@@ -476,7 +511,7 @@ mod tests {
         json!({
             "ociVersion": "1.0.2",
             "process": {
-                "user": {"uid": 0, "gid": 0},
+                "user": {"uid": 1000, "gid": 1000},
                 "args": ["/bin/sh"],
                 "env": ["PATH=/bin", "HOME=/root", "LC_ALL=C"],
                 "cwd": "/",
@@ -539,6 +574,14 @@ mod tests {
     #[test]
     fn process_violations() {
         assert_flags(
+            |s| s["process"]["user"] = json!({"uid": 0, "gid": 1000}),
+            "host id 0 and can write the host subtree",
+        );
+        assert_flags(
+            |s| s["process"]["user"]["additionalGids"] = json!([6]),
+            "host id 6",
+        );
+        assert_flags(
             |s| s["process"]["capabilities"]["ambient"] = json!(["CAP_SYS_ADMIN"]),
             "CAP_SYS_ADMIN",
         );
@@ -582,6 +625,7 @@ mod tests {
         let mut p = policy();
         p.process.user = Some("1000:1000".into());
         let mut spec = compliant();
+        spec["process"]["user"] = json!({"uid": 1001, "gid": 1001});
         assert!(violations(&spec, &p)
             .iter()
             .any(|v| v.contains("forced 1000:1000")));

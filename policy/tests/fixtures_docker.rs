@@ -31,6 +31,8 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("net-host", "namespaces", NET_HOST_PATH),
     ("ipc-host", "namespaces", "ipc"),
     ("uts-host", "namespaces", "uts"),
+    // Docker's default user is root: a writable worktree needs a regular id.
+    ("worktree", "host_ids", "0"),
 ];
 
 fn read(name: &str) -> Value {
@@ -398,7 +400,9 @@ fn allowed_binds_are_kept() {
             .cloned()
             .unwrap_or(Value::Null)
     };
-    let worktree = create(&fx["worktree"]).unwrap().document;
+    let mut as_user = fx["worktree"].clone();
+    as_user["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+    let worktree = create(&as_user).unwrap().document;
     let bind = find(&worktree, "/srv/wt");
     assert_eq!(bind["source"], json!("/srv/wt"));
     assert!(!strings(&bind["options"]).contains(&"ro"));

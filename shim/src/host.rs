@@ -139,6 +139,55 @@ impl HostView for RealHost {
         }))
     }
 
+    /// Compares with `/proc/<pid>/root` of every other process; an exact
+    /// match wins over a process merely rooted on the same filesystem.
+    fn live_root_on(&self, path: &Path) -> Option<(u32, bool)> {
+        let (dev, ino) = stat_id(path)?;
+        let own = std::process::id();
+        let mut same_fs = None;
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid == own {
+                continue;
+            }
+            match stat_id(&entry.path().join("root")) {
+                Some(id) if id == (dev, ino) => return Some((pid, true)),
+                Some((d, _)) if d == dev && same_fs.is_none() => same_fs = Some((pid, false)),
+                _ => {}
+            }
+        }
+        same_fs
+    }
+
+    fn mount_views(&self, path: &Path) -> usize {
+        std::fs::read("/proc/self/mountinfo")
+            .map(|text| mount_views_in(&text, path))
+            .unwrap_or(0)
+    }
+
+    fn apparmor_enforced(&self) -> Option<Vec<String>> {
+        let enabled = std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").ok()?;
+        if !enabled.trim().starts_with('Y') {
+            return None;
+        }
+        // Enabled but unreadable (securityfs not mounted): nothing is loaded
+        // as far as we can tell, so an unconfined request is refused.
+        let text =
+            std::fs::read_to_string("/sys/kernel/security/apparmor/profiles").unwrap_or_default();
+        Some(enforced_profiles(&text))
+    }
+
+    fn regular_id_min(&self) -> (u32, u32) {
+        let text = std::fs::read_to_string("/etc/login.defs").unwrap_or_default();
+        login_defs_id_min(&text)
+    }
+
     fn cgroup_exists(&self, path: &Path) -> Option<bool> {
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
         let v2_root = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
@@ -147,6 +196,24 @@ impl HostView for RealHost {
             return None;
         }
         Some(dirs.iter().any(|d| d.exists()))
+    }
+
+    fn cgroup_has_processes(&self, path: &Path) -> Option<bool> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let v2_root = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let dirs = cgroup_dirs(&own, v2_root, path);
+        if dirs.is_empty() {
+            return None;
+        }
+        let mut busy = false;
+        for dir in dirs {
+            match std::fs::read(dir.join("cgroup.procs")) {
+                Ok(procs) => busy |= procs.iter().any(|b| !b.is_ascii_whitespace()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(_) => return None,
+            }
+        }
+        Some(busy)
     }
 
     fn runc_rootfses(&self, pattern: &Path) -> Vec<(PathBuf, PathBuf)> {
@@ -359,8 +426,79 @@ fn read_hook_files(dir: &Path) -> Vec<HookFile> {
     files
 }
 
+/// How many mountinfo lines show the same device and root as the topmost
+/// mount at `path`.
+pub fn mount_views_in(text: &[u8], path: &Path) -> usize {
+    let lines: Vec<Vec<&[u8]>> = text
+        .split(|&b| b == b'\n')
+        .map(|line| line.split(|&b| b == b' ').collect::<Vec<_>>())
+        .filter(|fields| fields.len() > 4)
+        .collect();
+    let at = |fields: &Vec<&[u8]>| {
+        Path::new(std::ffi::OsStr::from_bytes(&unescape_octal(fields[4]))) == path
+    };
+    let Some(top) = lines.iter().rev().find(|f| at(f)) else {
+        return 0;
+    };
+    let key = (top[2], top[3]);
+    lines.iter().filter(|f| (f[2], f[3]) == key).count()
+}
+
+/// The names of the profiles in enforce mode, from AppArmor's `profiles`
+/// file (`name (mode)` per line).
+pub fn enforced_profiles(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| line.strip_suffix(" (enforce)"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `UID_MIN` and `GID_MIN` of a login.defs text; 1000 each when absent or
+/// unreadable (shadow's own default).
+pub fn login_defs_id_min(text: &str) -> (u32, u32) {
+    let value = |key: &str| {
+        text.lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                (words.next() == Some(key)).then(|| words.next()?.parse::<u32>().ok())?
+            })
+            .next_back()
+            .unwrap_or(1000)
+    };
+    (value("UID_MIN"), value("GID_MIN"))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mount_views_count_the_same_device_and_root() {
+        let text = b"30 1 0:40 / /var/lib/d/overlay2/a/merged rw - overlay overlay rw\n\
+            31 1 0:41 / /var/lib/d/overlay2/b/merged rw - overlay overlay rw\n\
+            32 1 0:40 / /tmp/second rw - overlay overlay rw\n\
+            33 1 0:40 /etc /tmp/etc rw - overlay overlay rw\n";
+        let views = |p: &str| super::mount_views_in(text, std::path::Path::new(p));
+        assert_eq!(views("/var/lib/d/overlay2/a/merged"), 2);
+        assert_eq!(views("/var/lib/d/overlay2/b/merged"), 1);
+        assert_eq!(views("/nowhere"), 0);
+    }
+
+    #[test]
+    fn enforced_apparmor_profiles_are_read_by_mode() {
+        let text = "docker-default (enforce)\nlax (complain)\n/usr/bin/man (enforce)\n";
+        assert_eq!(
+            super::enforced_profiles(text),
+            ["docker-default", "/usr/bin/man"]
+        );
+    }
+
+    #[test]
+    fn login_defs_gives_the_first_regular_ids() {
+        let text = "# UID_MIN 5\nUID_MIN\t\t 2000\nGID_MIN 3000\nSYS_UID_MIN 100\n";
+        assert_eq!(super::login_defs_id_min(text), (2000, 3000));
+        assert_eq!(super::login_defs_id_min(""), (1000, 1000));
+        assert_eq!(super::login_defs_id_min("UID_MIN x\n"), (1000, 1000));
+    }
+
     use super::*;
 
     const MOUNTINFO: &[u8] = b"22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n\

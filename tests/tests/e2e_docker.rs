@@ -70,14 +70,20 @@ fn refused(tag: &str, flags: &[&str], source: &str) {
     assert_nothing_left(&c);
 }
 
-/// A fresh worktree directory under the policy's bind root, removed on drop.
+/// A fresh worktree directory under the policy's bind root, owned by the
+/// regular host user the containers that write it run as; removed on drop.
 struct Worktree(PathBuf);
+
+/// The regular id the worktree tests run as (`-u`): a writable worktree
+/// refuses root and system ids.
+const WORKTREE_USER: &str = "1000:1000";
 
 impl Worktree {
     fn new(tag: &str) -> Worktree {
         let root = policy().worktree_root();
         let dir = root.join(vibe_shim_tests::docker::unique_name(tag));
         std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(1000), Some(1000)).unwrap();
         Worktree(dir)
     }
     fn path(&self) -> &str {
@@ -255,7 +261,7 @@ fn everyday_worktree_bind_read_write() {
     let p = run_posture(
         &c,
         &runtime(),
-        &["--rm", "-v", &bind, "-w", d],
+        &["--rm", "-u", WORKTREE_USER, "-v", &bind, "-w", d],
         &policy,
         &extra,
     )
@@ -269,6 +275,141 @@ fn everyday_worktree_bind_read_write() {
     assert!(m.has("rw"), "worktree mount not rw: {m:?}");
     let host = std::fs::read_to_string(wt.0.join("out")).unwrap();
     assert_eq!(host, "data-from-inside\n");
+}
+
+/// A set-id file planted through a writable worktree must not be owned by a
+/// privileged host id. As root (Docker's default), the run is refused before
+/// anything runs; as a regular id it runs, and what it leaves on the host is
+/// that id's. The same holds for `docker exec -u 0` into a running container.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn worktree_setuid_root_plant_is_refused() {
+    let wt = Worktree::new("suid");
+    // Writable by every id, so only the policy stands between root and it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wt.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let d = wt.path();
+    let bind = format!("{d}:/w");
+    let plant = "cp /bin/busybox /w/x && chmod 6755 /w/x && mkdir /w/dir && chmod 2775 /w/dir";
+    for user in [
+        &["-u", "0"][..],
+        &["-u", "1000:0"],
+        &["-u", "1000:1000", "--group-add", "6"],
+        &[],
+    ] {
+        let c = Container::new("suid");
+        let rt = runtime();
+        let mut args = vec![
+            "run",
+            "--rm",
+            "--name",
+            &c.name,
+            "--runtime",
+            &rt,
+            "-v",
+            &bind,
+        ];
+        args.extend_from_slice(user);
+        args.extend([IMAGE, "sh", "-c", plant]);
+        let out = docker(&args);
+        assert_refused_by_shim(&out);
+        assert!(out.stderr.contains("host_ids"), "{user:?}: {out}");
+        assert!(!wt.0.join("x").exists(), "{user:?}: the plant ran: {out}");
+        assert_nothing_left(&c);
+    }
+    // A regular id runs; the plant is the worktree owner's, never root's.
+    let c = Container::new("suid-user");
+    let rt = runtime();
+    let args = [
+        "run",
+        "-d",
+        "--name",
+        &c.name,
+        "--runtime",
+        &rt,
+        "-u",
+        WORKTREE_USER,
+        "-v",
+        &bind,
+        IMAGE,
+        "sh",
+        "-c",
+        &format!("{plant} && sleep 60"),
+    ];
+    docker(&args).ok();
+    let file = wt.0.join("x");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !file.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let meta = std::fs::metadata(&file).expect("the regular user's plant did not run");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (1000, 1000),
+        "mode {:o}",
+        meta.mode()
+    );
+    // exec as root into it is refused; the container keeps running.
+    // The docker CLI prints an exec's runtime error on stdout.
+    let out = docker(&["exec", "-u", "0", &c.name, "sh", "-c", "touch /w/root-file"]);
+    assert!(out.code != Some(0), "{out}");
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("vibe-shim: host_ids"), "{out}");
+    assert!(!wt.0.join("root-file").exists(), "{out}");
+    let out = docker(&["exec", &c.name, "sh", "-c", "touch /w/user-file && echo ok"]).ok();
+    assert_eq!(out.stdout.trim(), "ok", "{out}");
+}
+
+/// `--cgroup-parent <victim's cgroup>`: what the attacker forks would count
+/// against the victim's pids and memory ceilings. Refused; the victim runs on.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn cgroup_parent_under_another_container_is_refused() {
+    let victim = Container::new("cgvictim");
+    let rt = runtime();
+    docker(&[
+        "run",
+        "-d",
+        "--name",
+        &victim.name,
+        "--runtime",
+        &rt,
+        IMAGE,
+        "sleep",
+        "60",
+    ])
+    .ok();
+    let pid = victim.inspect("{{.State.Pid}}");
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    // The victim's own cgroup, as the host's hierarchy names it.
+    let path = cgroups
+        .lines()
+        .filter_map(|l| l.splitn(3, ':').nth(1).zip(l.splitn(3, ':').nth(2)))
+        .find(|(controllers, _)| *controllers == "pids" || controllers.is_empty())
+        .map(|(_, path)| path.to_string())
+        .unwrap_or_else(|| panic!("no pids cgroup for {pid}: {cgroups}"));
+    let c = Container::new("cgnest");
+    let out = docker(&[
+        "run",
+        "--rm",
+        "--name",
+        &c.name,
+        "--runtime",
+        &rt,
+        "--cgroup-parent",
+        &path,
+        IMAGE,
+        "cat",
+        "/proc/self/cgroup",
+    ]);
+    assert_refused_by_shim(&out);
+    assert!(
+        out.stderr.contains("cgroups") && out.stderr.contains("holds processes"),
+        "{out}"
+    );
+    assert_nothing_left(&c);
+    assert_eq!(victim.inspect("{{.State.Running}}"), "true");
 }
 
 // ---------------------------------------------------------------------------

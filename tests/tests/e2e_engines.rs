@@ -209,7 +209,7 @@ fn ctr_with_spec(
     spec["process"]["terminal"] = false.into();
     // ctr's default names one cgroup per namespace, which vibe-shim will
     // not join once another container made it.
-    spec["linux"]["cgroupsPath"] = format!("/{id}").into();
+    spec["linux"]["cgroupsPath"] = format!("/vibe-test/{id}").into();
     spec["process"]["env"] = serde_json::json!(["PATH=/bin:/usr/bin"]);
     // nice is field 19 of /proc/self/stat; ionice prints the I/O class.
     spec["process"]["args"] = serde_json::json!([

@@ -390,3 +390,116 @@ fn annotations_runc_acts_on_never_reach_it() {
         "runc got: {state}"
     );
 }
+
+/// An overlay mounted by the test at `<dir>/overlay2/x/merged` over a copy of
+/// a busybox rootfs, as an engine with its own state layout would mount a
+/// container's root; unmounted on drop.
+struct OwnOverlay {
+    _dir: tempfile::TempDir,
+    merged: PathBuf,
+}
+
+impl OwnOverlay {
+    fn over(lower: &Path) -> OwnOverlay {
+        let dir = tempfile::Builder::new()
+            .prefix("vibe-overlay-")
+            .tempdir()
+            .unwrap();
+        let base = dir.path().join("overlay2/x");
+        for d in ["upper", "work", "merged"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        let merged = base.join("merged");
+        let data = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lower.display(),
+            base.join("upper").display(),
+            base.join("work").display()
+        );
+        let out = Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &data])
+            .arg(&merged)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mount overlay: {}", describe(&out));
+        OwnOverlay { _dir: dir, merged }
+    }
+}
+
+impl Drop for OwnOverlay {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.merged).status();
+    }
+}
+
+/// The root of a live container is refused as another container's root
+/// even when no runc state vibe-shim knows names it (an engine with its own
+/// `--exec-root`, here: another runc root): judged on the object, by the
+/// live process rooted there.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn a_live_containers_root_is_refused_under_any_runc_root() {
+    let victim = Bundle::busybox("rootvictim", &["sleep", "300"], "");
+    let overlay = OwnOverlay::over(&victim.bundle_dir().join("rootfs"));
+    let mut spec = victim.spec();
+    spec["root"]["path"] = json!(overlay.merged);
+    victim.write_spec(&spec);
+    std::fs::write(victim.bundle_dir().join("rootfs/victim-secret"), "VICTIM\n").unwrap();
+    let out = victim.create();
+    assert!(out.status.success(), "victim: {}", describe(&out));
+    let attacker = Bundle::busybox("rootthief", &["sleep", "300"], "");
+    let mut spec = attacker.spec();
+    spec["root"]["path"] = json!(overlay.merged);
+    attacker.write_spec(&spec);
+    assert_refused(&attacker, "root_path", |b| {
+        exec_text(b, "cat /victim-secret; ls /")
+    });
+    let msg = attacker.last_log_line().unwrap()["msg"].to_string();
+    assert!(msg.contains("live process"), "{msg}");
+}
+
+/// A cgroup below another container's: everything forked there would count
+/// against the victim's ceilings (`--cgroup-parent /docker/<victim>`).
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn nesting_under_another_containers_cgroup_is_refused() {
+    let victim_path = format!("/vibe-test/victim-{}", std::process::id());
+    let victim = Bundle::busybox("cgvictim", &["sleep", "300"], "");
+    let mut spec = victim.spec();
+    spec["linux"]["cgroupsPath"] = json!(victim_path);
+    victim.write_spec(&spec);
+    let out = victim.create();
+    assert!(out.status.success(), "victim: {}", describe(&out));
+    let attacker = Bundle::busybox("cgnest", &["sleep", "300"], "");
+    let mut spec = attacker.spec();
+    spec["linux"]["cgroupsPath"] = json!(format!("{victim_path}/nested"));
+    attacker.write_spec(&spec);
+    assert_refused(&attacker, "cgroups", |b| {
+        format!(
+            "init pid {:?} under the victim's cgroup {victim_path}",
+            init_pid(b)
+        )
+    });
+}
+
+/// With `[resources] cgroup_parents`, a path outside every parent is refused;
+/// one below a parent runs.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn cgroup_outside_the_admins_parents_is_refused() {
+    let policy = "[resources]\ncgroup_parents = [\"/vibe-test\"]\n";
+    let name = format!("vibe-anything-{}", std::process::id());
+    let bundle = Bundle::busybox("cganywhere", &["sleep", "300"], policy);
+    let mut spec = bundle.spec();
+    spec["linux"]["cgroupsPath"] = json!(format!("/{name}/new"));
+    bundle.write_spec(&spec);
+    assert_refused(&bundle, "cgroups", |b| {
+        format!("init pid {:?} in /{name}/new", init_pid(b))
+    });
+    let inside = Bundle::busybox("cgparent", &["sleep", "300"], policy);
+    let mut spec = inside.spec();
+    spec["linux"]["cgroupsPath"] = json!(format!("/vibe-test/{name}"));
+    inside.write_spec(&spec);
+    let out = inside.create();
+    assert!(out.status.success(), "below a parent: {}", describe(&out));
+}

@@ -21,6 +21,7 @@ use crate::decision::{Denial, Record};
 use crate::engine::{CreateContext, RuleContext};
 use crate::host::HostView;
 use crate::json::{as_object, set, str_field};
+use crate::rules::host_ids;
 use crate::rules::kernel_mounts::{
     add_option, destination, edit_options, is_bind, mounts_mut, remove_option,
 };
@@ -76,9 +77,22 @@ pub struct Pin {
 }
 
 pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let writable = judge_binds(spec, cx, rec)?;
+    record_writable(spec, &writable, rec);
+    Ok(())
+}
+
+/// Judges and rewrites every bind; returns the destinations the container
+/// can write below a read-write `filesystem.bind` subtree.
+fn judge_binds(
+    spec: &mut Value,
+    cx: &RuleContext,
+    rec: &mut Record,
+) -> Result<Vec<String>, Denial> {
     let judge = Judge::new(cx.policy, cx.host, cx.create);
+    let mut writable = Vec::new();
     let Some(mounts) = mounts_mut(spec) else {
-        return Ok(());
+        return Ok(writable);
     };
     for (index, mount) in mounts.iter_mut().enumerate() {
         if !is_bind(mount) {
@@ -113,8 +127,30 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
                 add_option(options, "ro");
             }
         });
+        let subtree_rw = matches!(
+            verdict,
+            Verdict::Allowed {
+                mode: BindMode::Rw,
+                ..
+            }
+        );
+        if subtree_rw && !host_ids::read_only(mount) {
+            writable.push(destination(mount).into_owned());
+        }
     }
-    Ok(())
+    Ok(writable)
+}
+
+/// Writes [`host_ids::WRITABLE_BINDS_ANNOTATION`], replacing whatever the
+/// client put there: the `host_ids` rule and every later exec read it.
+fn record_writable(spec: &mut Value, writable: &[String], rec: &mut Record) {
+    let key = host_ids::WRITABLE_BINDS_ANNOTATION;
+    let after = Value::from(serde_json::to_string(writable).unwrap_or_else(|_| "[]".into()));
+    let annotations = crate::json::object_at(spec, "annotations");
+    let before = set(annotations, key, after.clone());
+    if before != Value::Null && before != after {
+        rec.change(RULE, format!("/annotations/{key}"), before, after);
+    }
 }
 
 /// The pins for every bind of a spec this rule has already rewritten (its

@@ -5,6 +5,13 @@
 //! is not part of the spec: the cgroupfs path (absolute from each
 //! hierarchy's root, relative from runc's own cgroup, `..` clamped as
 //! runc's `CleanPath` does) and, for `slice:prefix:name`, the systemd unit.
+//!
+//! Nor does it nest under another container: an existing ancestor that holds
+//! processes of its own is some container's cgroup (Docker's
+//! `--cgroup-parent /docker/<victim>`), and everything forked below it would
+//! count against that container's pids and memory. With
+//! `[resources] cgroup_parents`, the path must also lie below one of the
+//! admin's parents, so no client places a container outside them.
 
 use std::path::PathBuf;
 
@@ -42,6 +49,19 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, _rec: &mut Record) -> Result<()
             return refuse("not a valid systemd slice:prefix:name cgroup path".into());
         }
     }
+    for path in &candidates {
+        if let Some(reason) = nests_in_a_busy_cgroup(path, cx) {
+            return refuse(reason);
+        }
+    }
+    if let Some(parents) = &cx.policy.resources.cgroup_parents {
+        if !raw.is_empty() && !below_a_parent(raw, parents) {
+            return refuse(format!(
+                "not below any of [resources] cgroup_parents ({})",
+                parents.join(", ")
+            ));
+        }
+    }
     for path in candidates {
         match cx.host.cgroup_exists(&path) {
             Some(false) => {}
@@ -55,6 +75,55 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, _rec: &mut Record) -> Result<()
         }
     }
     Ok(())
+}
+
+/// The first existing proper ancestor of `path` with processes of its own.
+fn nests_in_a_busy_cgroup(path: &std::path::Path, cx: &RuleContext) -> Option<String> {
+    let ancestors = path
+        .ancestors()
+        .skip(1)
+        .filter(|a| !matches!(a.to_str(), Some("" | "/" | ".")));
+    for ancestor in ancestors {
+        match cx.host.cgroup_has_processes(ancestor) {
+            Some(false) => {}
+            Some(true) => {
+                return Some(format!(
+                    "cgroup {} holds processes of its own (another container's): \
+                     a cgroup below it would share its limits",
+                    ancestor.display()
+                ))
+            }
+            None => return Some("cannot read this host's cgroup hierarchies".into()),
+        }
+    }
+    None
+}
+
+/// Whether `raw` lies strictly below one of the admin's parents: a systemd
+/// `slice:prefix:name` by its slice (a listed slice or one nested in it),
+/// any other path by its cgroupfs reading, component by component.
+fn below_a_parent(raw: &str, parents: &[String]) -> bool {
+    if let [slice, _, _] = raw.split(':').collect::<Vec<_>>()[..] {
+        let slice = if slice.is_empty() {
+            DEFAULT_SLICE
+        } else {
+            slice
+        };
+        let Some(expanded) = expand_slice(slice) else {
+            return false;
+        };
+        return parents.iter().any(|p| {
+            expand_slice(p).is_some_and(|listed| {
+                std::path::Path::new(&expanded).starts_with(&listed) && !listed.is_empty()
+            })
+        });
+    }
+    let path = cgroupfs_path(raw, "");
+    parents.iter().any(|p| {
+        let parent = cgroupfs_path(p, "");
+        let root = matches!(parent.to_str(), Some("/"));
+        path != parent && (path.starts_with(&parent) || (root && path.is_absolute()))
+    })
 }
 
 /// The cgroupfs driver's reading: runc's `CleanPath`, or the container id
@@ -183,6 +252,77 @@ mod tests {
         assert_eq!(p("a--b.slice:p:n"), Systemd::Invalid);
         assert_eq!(p("nope:p:n"), Systemd::Invalid);
         assert_eq!(p("system.slice:p:a/b"), Systemd::Invalid);
+    }
+
+    #[test]
+    fn nesting_under_a_busy_cgroup_is_refused() {
+        let mut host = FakeHost::new();
+        host.cgroups.insert(PathBuf::from("/docker/victim"));
+        host.busy_cgroups.insert(PathBuf::from("/docker/victim"));
+        for path in [
+            "/docker/victim/c1",
+            "/docker/victim/new/deeper",
+            "/docker/../docker/victim/x",
+        ] {
+            let err = run(&mut spec(path), &host).unwrap_err();
+            assert!(
+                err.reason.contains("/docker/victim holds processes"),
+                "{path}: {err}"
+            );
+        }
+        // A parent that only holds other cgroups is not a container's.
+        assert!(run(&mut spec("/docker/c1"), &host).is_ok());
+        assert!(run(&mut spec("/new/c1"), &host).is_ok());
+    }
+
+    #[test]
+    fn cgroup_parents_bound_where_a_container_may_go() {
+        let mut policy = Policy::default();
+        policy.resources.cgroup_parents = Some(
+            ["/docker", "vibe-test", "system.slice", "kubepods.slice"]
+                .map(String::from)
+                .to_vec(),
+        );
+        let create = CreateContext {
+            container_id: "c1".into(),
+            ..CreateContext::default()
+        };
+        let host = FakeHost::new();
+        let judge_with = |policy: &Policy, path: &str| {
+            crate::rules::run_rule_with(apply, &mut spec(path), policy, &host, Some(&create))
+        };
+        let judge = |path: &str| judge_with(&policy, path);
+        for ok in [
+            "/docker/c1",
+            "/docker/sub/c1",
+            "vibe-test/c1",
+            "system.slice:docker:c1",
+            ":runc:c1",
+            "kubepods-burstable.slice:cri:c1",
+            "",
+        ] {
+            assert!(judge(ok).is_ok(), "{ok}: {:?}", judge(ok));
+        }
+        for bad in [
+            "/anything/new",
+            "/docker",
+            "/dockerx/c1",
+            "/docker/../x/c1",
+            "c1",
+            "machine.slice:libpod:c1",
+            "-.slice:p:c1",
+        ] {
+            let err = judge(bad).unwrap_err();
+            assert!(
+                err.reason.contains("cgroup_parents") || err.reason.contains("systemd"),
+                "{bad}: {err}"
+            );
+        }
+        // "/" admits any absolute path below the root, never a relative one.
+        let mut root = Policy::default();
+        root.resources.cgroup_parents = Some(vec!["/".into()]);
+        assert!(judge_with(&root, "/x/c1").is_ok());
+        assert!(judge_with(&root, "x/c1").is_err());
     }
 
     #[test]

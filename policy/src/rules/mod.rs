@@ -4,12 +4,14 @@
 //! spec cannot be made to follow the policy.
 
 pub mod annotations;
+pub mod apparmor;
 pub mod binds;
 pub mod capabilities;
 pub mod client_hooks;
 pub mod devices;
 pub mod env;
 pub mod home;
+pub mod host_ids;
 pub mod intel_rdt;
 pub mod kernel_mounts;
 pub mod lsm;

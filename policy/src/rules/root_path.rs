@@ -77,6 +77,9 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
             other.display()
         ));
     }
+    if let Some(reason) = in_use_elsewhere(&root, cx) {
+        return refuse(format!("{}: {reason}", root.display()));
+    }
     let canonical = root.to_string_lossy().into_owned();
     if canonical != raw {
         let after = Value::from(canonical);
@@ -95,6 +98,34 @@ fn inside_bundle(root: &Path, create: &CreateContext, cx: &RuleContext) -> bool 
         Some(bundle) => bundle != Path::new("/") && root != bundle && root.starts_with(&bundle),
         None => false,
     }
+}
+
+/// Judged on the filesystem itself, whatever engine layout holds its state:
+/// a new container's root is no live process's root (nor on the overlay
+/// one is rooted in), and an overlay root is mounted once, by its engine.
+fn in_use_elsewhere(root: &Path, cx: &RuleContext) -> Option<String> {
+    match cx.host.live_root_on(root) {
+        Some((pid, true)) => {
+            return Some(format!("it is the root directory of live process {pid}"))
+        }
+        Some((pid, false)) if on_overlay(root, cx) => {
+            return Some(format!(
+                "it is on the overlay filesystem that live process {pid} has as its root"
+            ))
+        }
+        _ => {}
+    }
+    let views = cx.host.mount_views(root);
+    (is_overlay_mount(root, cx) && views > 1).then(|| {
+        format!("this overlay is mounted {views} times: another view of a root filesystem")
+    })
+}
+
+/// Whether the mount that holds `path` is an overlay.
+fn on_overlay(path: &Path, cx: &RuleContext) -> bool {
+    cx.host
+        .mount_point_of(path)
+        .is_some_and(|point| cx.host.mount_fs_type(&point).as_deref() == Some("overlay"))
 }
 
 fn is_overlay_mount(root: &Path, cx: &RuleContext) -> bool {
@@ -181,6 +212,39 @@ mod tests {
 
     fn root(path: &str) -> Value {
         json!({"root": {"path": path, "readonly": true}})
+    }
+
+    #[test]
+    fn a_live_containers_root_is_refused_whatever_the_state_dirs_say() {
+        // No runc state names it (an engine with its own --exec-root).
+        let mut host = FakeHost::new();
+        host.live_roots
+            .insert(PathBuf::from(DOCKER_ROOT), (4242, true));
+        let err = run(&mut root(DOCKER_ROOT), &host, &ctx()).unwrap_err();
+        assert!(err.reason.contains("live process 4242"), "{err}");
+        // A directory inside it, as a bundle's rootfs, is on that overlay.
+        let mut host = FakeHost::new();
+        host.live_roots
+            .insert(PathBuf::from(DOCKER_ROOT), (4242, true));
+        host.mount_types
+            .insert(PathBuf::from(DOCKER_ROOT), "overlay".into());
+        host.mount_points.insert(PathBuf::from(DOCKER_ROOT));
+        let create = CreateContext {
+            bundle: PathBuf::from(DOCKER_ROOT),
+            ..ctx()
+        };
+        let err = run(&mut root("etc"), &host, &create).unwrap_err();
+        assert!(err.reason.contains("overlay filesystem"), "{err}");
+        // An overlay shown twice is another view of some root.
+        let mut host = FakeHost::new();
+        host.mount_views.insert(PathBuf::from(DOCKER_ROOT), 2);
+        let err = run(&mut root(DOCKER_ROOT), &host, &ctx()).unwrap_err();
+        assert!(err.reason.contains("mounted 2 times"), "{err}");
+        // A plain rootfs on the host's filesystem shares its device with
+        // every host process: not refused for that.
+        let mut host = FakeHost::new();
+        host.live_roots.insert(PathBuf::from("/"), (1, true));
+        assert!(run(&mut root("rootfs"), &host, &ctx()).is_ok());
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
         .first()
         .map(|v| lossy(v))
         .unwrap_or_default();
-    let result = judged_process(ctx, &container_id)
+    let result = judged_spec(ctx, &container_id)
         .and_then(|container| rewrite(ctx, args, &items, &container_id, &container));
     Outcome {
         container_id,
@@ -63,10 +63,10 @@ pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
     }
 }
 
-/// The `process` of the spec vibe-shim judged at create. Missing means the
+/// The spec vibe-shim judged at create (with a `process`). Missing means the
 /// container was not created through vibe-shim (or `--root` points at a
 /// state directory someone else wrote): refused.
-fn judged_process(ctx: &Ctx, id: &str) -> Result<Value, Refusal> {
+fn judged_spec(ctx: &Ctx, id: &str) -> Result<Value, Refusal> {
     let root = state_dir::runc_root(ctx.root.as_deref());
     let dir = state_dir::container_dir(&root, id).map_err(|e| {
         refusal(Denial::new(
@@ -76,7 +76,7 @@ fn judged_process(ctx: &Ctx, id: &str) -> Result<Value, Refusal> {
             e.to_string(),
         ))
     })?;
-    read_judged_process(&dir.join("config.json")).map_err(|e| {
+    read_judged_spec(&dir.join("config.json")).map_err(|e| {
         refusal(Denial::new(
             "exec",
             "container",
@@ -86,7 +86,7 @@ fn judged_process(ctx: &Ctx, id: &str) -> Result<Value, Refusal> {
     })
 }
 
-fn read_judged_process(path: &Path) -> Result<Value, ExecError> {
+fn read_judged_spec(path: &Path) -> Result<Value, ExecError> {
     let judged = |reason: String| ExecError::Judged {
         path: path.display().to_string(),
         reason,
@@ -98,9 +98,9 @@ fn read_judged_process(path: &Path) -> Result<Value, ExecError> {
         }
         Err(e) => return Err(judged(e.to_string())),
     };
-    let mut spec: Value = serde_json::from_slice(&bytes).map_err(|e| judged(e.to_string()))?;
-    match spec.get_mut("process").map(Value::take) {
-        Some(process @ Value::Object(_)) => Ok(process),
+    let spec: Value = serde_json::from_slice(&bytes).map_err(|e| judged(e.to_string()))?;
+    match spec.get("process") {
+        Some(Value::Object(_)) => Ok(spec),
         _ => Err(judged("it has no process object".into())),
     }
 }
@@ -117,7 +117,7 @@ fn rewrite(
         Some(path) => read_process_file(path)?,
         None => {
             let flags = ExecFlags::from_items(items)?;
-            get_process(container, &flags).map_err(|e| {
+            get_process(&container["process"], &flags).map_err(|e| {
                 refusal(Denial::new(
                     "exec",
                     "argv",
@@ -493,7 +493,8 @@ mod tests {
         let args = os(args);
         let items = classify_verb("exec", &args).unwrap();
         let id = positionals(&items)[0].to_str().unwrap().to_string();
-        let (out, _) = rewrite(&ctx(policy), &args, &items, &id, container)?;
+        let spec = json!({ "process": container });
+        let (out, _) = rewrite(&ctx(policy), &args, &items, &id, &spec)?;
         let out: Vec<String> = out.iter().map(|a| lossy(a)).collect();
         let process = serde_json::from_slice(&std::fs::read(&out[1]).unwrap()).unwrap();
         Ok((out, process))
@@ -616,7 +617,7 @@ mod tests {
     #[test]
     fn missing_judged_spec_means_not_ours() {
         let dir = tempfile::tempdir().unwrap();
-        let err = read_judged_process(&dir.path().join("config.json")).unwrap_err();
+        let err = read_judged_spec(&dir.path().join("config.json")).unwrap_err();
         assert!(matches!(err, ExecError::NotOurs(_)));
         assert!(err.to_string().contains("not created through vibe-shim"));
         std::fs::write(
@@ -625,7 +626,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            read_judged_process(&dir.path().join("config.json")).unwrap(),
+            read_judged_spec(&dir.path().join("config.json")).unwrap()["process"],
             json!({"args": ["x"]})
         );
     }

@@ -36,7 +36,7 @@ pub fn run(global_config: &Path, args: &[OsString]) -> Result<(String, bool), Po
         .unwrap_or("");
     let (policy, origins) = policy_file::load_explained(&config)?;
     match sub {
-        "check" => Ok((check(&config, &policy, &origins)?, true)),
+        "check" => check(&config, &policy, &origins),
         "explain" => {
             let bundle = flag_value(&items, "bundle").ok_or(PolicyCmdError::Usage)?;
             explain(&config, &policy, Path::new(bundle))
@@ -45,7 +45,11 @@ pub fn run(global_config: &Path, args: &[OsString]) -> Result<(String, bool), Po
     }
 }
 
-fn check(config: &Path, policy: &Policy, origins: &[Origin]) -> Result<String, PolicyCmdError> {
+fn check(
+    config: &Path,
+    policy: &Policy,
+    origins: &[Origin],
+) -> Result<(String, bool), PolicyCmdError> {
     let mut out = format!(
         "# {} is valid; effective policy:\n{}\n",
         config.display(),
@@ -65,10 +69,38 @@ fn check(config: &Path, policy: &Policy, origins: &[Origin]) -> Result<String, P
             .flatten()
             .map(|u| u.name)
     }));
+    if policy.process.forced_user().is_none() {
+        warnings.push(
+            "process.user is not set: containers run as whatever uid the client picks, root \
+             included, sharing that host account's per-uid kernel limits (and root cannot \
+             write a [filesystem] bind: such a create is refused)"
+                .into(),
+        );
+    }
     for warning in warnings {
         let _ = writeln!(out, "# warning: {warning}");
     }
-    Ok(out)
+    let error = system_user_error(
+        policy,
+        vibe_policy::HostView::regular_id_min(&RealHost::new()),
+    );
+    if let Some(error) = &error {
+        let _ = writeln!(out, "# error: {error}");
+    }
+    Ok((out, error.is_none()))
+}
+
+/// A forced user that is a host system id is refused at every create: say so
+/// here first.
+fn system_user_error(policy: &Policy, (uid_min, gid_min): (u32, u32)) -> Option<String> {
+    let (uid, gid) = policy.process.forced_user()?;
+    (uid < uid_min || gid < gid_min).then(|| {
+        format!(
+            "process.user {uid}:{gid} is a host system id (regular ids start at uid {uid_min}, \
+             gid {gid_min}): every create is refused, since the containers would share a host \
+             daemon's per-uid kernel limits"
+        )
+    })
 }
 
 /// A forced `process.user` whose uid a host account uses (looked up through
@@ -159,6 +191,20 @@ mod tests {
     }
 
     #[test]
+    fn a_forced_system_user_fails_the_check() {
+        let mut policy = Policy::default();
+        assert_eq!(system_user_error(&policy, (1000, 1000)), None);
+        for user in ["0:0", "999:1000", "1000:27"] {
+            policy.process.user = Some(user.into());
+            let error = system_user_error(&policy, (1000, 1000)).unwrap();
+            assert!(error.contains("system id"), "{user}: {error}");
+        }
+        policy.process.user = Some("1000:1000".into());
+        assert_eq!(system_user_error(&policy, (1000, 1000)), None);
+        assert!(system_user_error(&policy, (2000, 2000)).is_some());
+    }
+
+    #[test]
     fn check_lists_what_each_drop_in_set() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
@@ -180,10 +226,12 @@ mod tests {
         }
         let owner = nix::unistd::geteuid().as_raw();
         let (policy, origins) = crate::policy_file::load_with_owner(&config, owner).unwrap();
-        let out = check(&config, &policy, &origins).unwrap();
+        let (out, ok) = check(&config, &policy, &origins).unwrap();
+        assert!(ok, "{out}");
         let tail: Vec<&str> = out
             .lines()
             .skip_while(|l| !l.starts_with("# set by"))
+            .filter(|l| !l.starts_with("# warning"))
             .collect();
         assert_eq!(
             tail,
@@ -208,13 +256,17 @@ mod tests {
         )
         .unwrap();
         let policy = crate::policy_file::load(&config).unwrap();
-        let out = check(&config, &policy, &[]).unwrap();
+        let (out, ok) = check(&config, &policy, &[]).unwrap();
         assert!(
             out.contains("# warning: process.env_allow: \"LC_*\""),
             "{out}"
         );
         assert!(
             out.contains("# warning: process.user uid 0 is the host account \"root\""),
+            "{out}"
+        );
+        assert!(
+            !ok && out.contains("# error: process.user 0:0 is a host system id"),
             "{out}"
         );
     }
