@@ -83,6 +83,12 @@ pub fn clamp_shares(requested: u64, r: &ResourcesSection) -> u64 {
 
 /// Create: `linux.resources` always carries the memory and CPU ceilings.
 pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    // Our hook from an earlier pass (a restored bundle), or a forged copy:
+    // gone before `client_hooks` judges the client's hooks; `apply_hook`
+    // adds the judged one back.
+    if shim_exe(cx).is_some() {
+        remove_marked(spec, KERNEL_TCP_HOOK_MARKER, RULE, rec);
+    }
     let linux = object_at(spec, "linux");
     let resources = linux
         .entry("resources".to_string())
@@ -105,18 +111,7 @@ pub fn kernel_tcp_bound(spec: &Value, r: &ResourcesSection) -> u64 {
 /// removing any entry that pretends to be it). Runs after `client_hooks`,
 /// so the client's hooks are judged without it.
 pub fn apply_hook(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
-    let Some(create) = cx.create else {
-        return Ok(());
-    };
-    // The hook is vibe-shim itself: the binary the network hook entry names
-    // (absent only in tests and `policy explain`).
-    let Some(exe) = create
-        .network_hook
-        .as_ref()
-        .and_then(|h| h.get("path"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
+    let Some(exe) = shim_exe(cx) else {
         return Ok(());
     };
     remove_marked(spec, KERNEL_TCP_HOOK_MARKER, RULE, rec);
@@ -141,6 +136,17 @@ pub fn apply_hook(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Resul
         );
     }
     Ok(())
+}
+
+/// The hook is vibe-shim itself: the binary the network hook entry names
+/// (absent only in tests, exec and `policy explain`).
+fn shim_exe(cx: &RuleContext) -> Option<String> {
+    cx.create?
+        .network_hook
+        .as_ref()?
+        .get("path")?
+        .as_str()
+        .map(str::to_string)
 }
 
 /// The hook's arguments after its name: the marker, then the bound in
@@ -722,7 +728,23 @@ mod tests {
         assert_eq!(hook_args(&spec)[4], json!(MAX.to_string()));
         assert!(spec["hooks"]["poststart"]
             .as_array()
-            .map_or(true, |l| l.is_empty()));
+            .is_none_or(|l| l.is_empty()));
+        // A second pass (restore of a rewritten bundle) keeps exactly one.
+        let mut again = spec.clone();
+        for rule in [apply as crate::engine::SpecRule, apply_hook] {
+            crate::rules::run_rule_with(
+                rule,
+                &mut again,
+                &policy(),
+                &FakeHost::new(),
+                Some(&create),
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            again["hooks"]["createRuntime"],
+            spec["hooks"]["createRuntime"]
+        );
         // No create context (exec, explain): no hook.
         let mut spec = json!({});
         crate::rules::run_rule_with(apply_hook, &mut spec, &policy(), &FakeHost::new(), None)
