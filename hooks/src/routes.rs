@@ -89,6 +89,21 @@ pub async fn address_entries(handle: &Handle) -> Result<Vec<AddressEntry>, Route
     Ok(entries)
 }
 
+/// The destination of every route of type `local`, in any table: the
+/// ranges the namespace answers as its own (each address's, and those of
+/// `ip route add local`, which need no address).
+pub async fn local_route_nets(handle: &Handle) -> Result<Vec<IpNet>, RouteError> {
+    let mut nets = Vec::new();
+    for version in [IpVersion::V4, IpVersion::V6] {
+        for route in dump(handle, version).await? {
+            if route.header.kind == RouteType::Local {
+                nets.extend(destination_of(&route));
+            }
+        }
+    }
+    Ok(nets)
+}
+
 /// Every address on every interface of the namespace `handle` talks to.
 pub async fn all_addresses(handle: &Handle) -> Result<Vec<IpAddr>, RouteError> {
     let mut addrs = Vec::new();

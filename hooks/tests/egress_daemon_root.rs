@@ -145,6 +145,26 @@ impl Rig {
         .unwrap_or_else(|e| panic!("register: {e}; {}", self.stderr()))
     }
 
+    /// Registers the container enforcing, with `hosts`: only those names
+    /// pass, and then only if what they resolve to is not refused.
+    fn register_hosts(&self, hosts: &[&str]) -> Vec<String> {
+        let network = NetworkSection {
+            mode: NetworkMode::Proxy,
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            ..NetworkSection::default()
+        };
+        let netns = File::open(self.container.path()).unwrap();
+        daemon::register(
+            &self.socket(),
+            Path::new(ROOT),
+            "daemon-test",
+            self.pid,
+            &network,
+            &netns,
+        )
+        .unwrap_or_else(|e| panic!("register: {e}; {}", self.stderr()))
+    }
+
     fn served(&self) -> bool {
         daemon::status(&self.socket(), Path::new(ROOT), "daemon-test").is_ok()
     }
@@ -238,12 +258,12 @@ fn addresses_and_bridges_added_after_start_are_refused() {
     let own = rig.connect_until("203.0.113.77:8080", "403");
     assert!(own.starts_with("HTTP/1.1 403"), "{own}\n{}", rig.stderr());
     assert!(
-        own.contains("denied 203.0.113.77:8080 (resolves to 203.0.113.77, in a host or bridge network 203.0.113.77/32)"),
+        own.contains("denied 203.0.113.77:8080 (resolves to 203.0.113.77, in a host network 203.0.113.77/32)"),
         "{own}"
     );
     let bridged = rig.connect_until("198.51.100.100:8080", "403");
     assert!(
-        bridged.contains("in a host or bridge network 198.51.100.64/26"),
+        bridged.contains("in a host network 198.51.100.64/26"),
         "{bridged}\n{}",
         rig.stderr()
     );
@@ -311,4 +331,117 @@ fn sigterm_stops_cleanly_and_a_restart_readopts() {
         let again = rig.connect("203.0.113.77:8080");
         assert!(again.starts_with("HTTP/1.1 502"), "{again}");
     }
+}
+
+/// `/etc/netns/<ns>/hosts`, which `ip netns exec <ns>` mounts over
+/// /etc/hosts for what it runs (the daemon here): the daemon's resolver
+/// answers the test's names, and the real /etc/hosts is untouched.
+struct NetnsHosts(PathBuf);
+
+impl NetnsHosts {
+    fn new(ns: &str, text: &str) -> NetnsHosts {
+        let dir = Path::new("/etc/netns").join(ns);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("hosts"), text).unwrap();
+        NetnsHosts(dir)
+    }
+}
+
+impl Drop for NetnsHosts {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        // Only when empty: another namespace's files stay.
+        let _ = std::fs::remove_dir("/etc/netns");
+    }
+}
+
+#[test]
+#[ignore = "needs root and network namespaces: run tests/run.sh"]
+fn a_neighbour_on_a_non_bridge_subnet_is_refused() {
+    // A LAN on a public range: the "host" has 198.51.100.1/24 on a plain
+    // veth (no bridge), whose far end is a neighbour, 198.51.100.7, with a
+    // server. A listed name resolves to the neighbour.
+    let _hosts = NetnsHosts::new("vibe-egd-lan-h", "198.51.100.7 lan.test\n");
+    let rig = Rig::new("lan");
+    let mut lan = Netns::new("vibe-egd-lan-n");
+    rig.register_hosts(&["lan.test:8080"]);
+    rig.host.ip(&[
+        "link",
+        "add",
+        "vibe-egd-lan",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "vibe-egd-lanp",
+    ]);
+    rig.host
+        .ip(&["link", "set", "vibe-egd-lanp", "netns", &lan.name]);
+    rig.host
+        .ip(&["addr", "add", "198.51.100.1/24", "dev", "vibe-egd-lan"]);
+    rig.host.ip(&["link", "set", "vibe-egd-lan", "up"]);
+    lan.ip(&["addr", "add", "198.51.100.7/24", "dev", "vibe-egd-lanp"]);
+    lan.ip(&["link", "set", "vibe-egd-lanp", "up"]);
+    lan.tcp_server(8080);
+    // The neighbour is there and answers the host.
+    assert!(
+        rig.host.tcp_answers("198.51.100.7", 8080),
+        "the test neighbour does not answer"
+    );
+    let r = rig.connect_until("lan.test:8080", "403");
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}\n{}", rig.stderr());
+    assert!(
+        r.contains(
+            "denied lan.test:8080 (resolves to 198.51.100.7, in a host network 198.51.100.0/24)"
+        ),
+        "{r}"
+    );
+    let log = rig.lines(&rig.log(), 1);
+    let line = log.lines().last().unwrap_or_default();
+    assert!(
+        line.contains("\"decision\":\"deny\"") && line.contains("198.51.100.7"),
+        "{log}"
+    );
+}
+
+#[test]
+#[ignore = "needs root and network namespaces: run tests/run.sh"]
+fn a_prefix_on_loopback_is_refused_whole() {
+    // 192.0.2.1/24 on lo makes all of 192.0.2.0/24 local: 192.0.2.50 is the
+    // host itself, where a server listens on every address.
+    let mut rig = Rig::new("lo");
+    rig.register();
+    rig.host.tcp_server(8080);
+    rig.host.ip(&["addr", "add", "192.0.2.1/24", "dev", "lo"]);
+    assert!(
+        rig.host.tcp_answers("192.0.2.50", 8080),
+        "192.0.2.50 is not the host's own"
+    );
+    let r = rig.connect_until("192.0.2.50:8080", "403");
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}\n{}", rig.stderr());
+    assert!(
+        r.contains("(resolves to 192.0.2.50, in a host network 192.0.2.0/24)"),
+        "{r}"
+    );
+}
+
+#[test]
+#[ignore = "needs root and network namespaces: run tests/run.sh"]
+fn a_local_route_range_is_refused_whole() {
+    // `ip route add local` makes a range the host's own with no address.
+    let mut rig = Rig::new("lr");
+    rig.register();
+    rig.host.tcp_server(8080);
+    rig.host
+        .ip(&["route", "add", "local", "203.0.113.0/24", "dev", "lo"]);
+    assert!(
+        rig.host.tcp_answers("203.0.113.50", 8080),
+        "203.0.113.50 is not the host's own"
+    );
+    let r = rig.connect_until("203.0.113.50:8080", "403");
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}\n{}", rig.stderr());
+    assert!(
+        r.contains("(resolves to 203.0.113.50, in a host network 203.0.113.0/24)"),
+        "{r}"
+    );
 }

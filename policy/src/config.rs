@@ -775,6 +775,11 @@ pub struct ResourcesSection {
     pub cpu_shares_max: u64,
     /// Size of every tmpfs (the policy's, HOME, the client's, /dev/shm).
     pub tmpfs_max: ByteSize,
+    /// cgroup v1: TCP socket buffers (`memory.kmem.tcp.limit_in_bytes`),
+    /// which v1 does not charge to the memory limit. Absent: `memory_max`.
+    /// cgroup v2 charges them to `memory.max`, and this is not used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_tcp_max: Option<ByteSize>,
     /// Hard ceiling per rlimit, by name (`RLIMIT_NOFILE` or `nofile`),
     /// merged over [`DEFAULT_RLIMITS`]; normalised to `RLIMIT_*` on load.
     pub rlimits: BTreeMap<String, u64>,
@@ -791,6 +796,7 @@ impl Default for ResourcesSection {
             cpus: 2.0,
             cpu_shares_max: 1024,
             tmpfs_max: ByteSize(1 << 30),
+            kernel_tcp_max: None,
             rlimits: default_rlimits(),
             cgroup_parents: None,
         }
@@ -821,6 +827,12 @@ impl ResourcesSection {
     pub fn cpu_quota(&self, period: u64) -> i64 {
         let quota = (self.cpus * period as f64).floor();
         (quota as i64).max(1000)
+    }
+
+    /// The cgroup v1 TCP socket memory bound: `kernel_tcp_max`, else
+    /// `memory_max`.
+    pub fn kernel_tcp(&self) -> u64 {
+        self.kernel_tcp_max.unwrap_or(self.memory_max).0
     }
 
     /// The cgroup v2 `cpu.weight` ceiling matching `cpu_shares_max`
@@ -1081,6 +1093,13 @@ impl Policy {
                 format!("must be at least 8m, not {} bytes", r.memory_max.0),
             ));
         }
+        // Below a page per socket TCP cannot move a byte.
+        if let Some(tcp) = r.kernel_tcp_max.filter(|t| t.0 < 1 << 20) {
+            return Err(invalid(
+                "kernel_tcp_max",
+                format!("must be at least 1m, not {} bytes", tcp.0),
+            ));
+        }
         if !(r.cpus.is_finite() && r.cpus >= 0.01 && r.cpus <= 4096.0) {
             return Err(invalid(
                 "cpus",
@@ -1248,6 +1267,9 @@ mod tests {
         assert_eq!(p.resources.tmpfs_max, ByteSize(16 << 20));
         assert_eq!(p.resources.cpu_quota(100_000), 50_000);
         assert_eq!(p.resources.cpu_quota(1000), 1000);
+        assert_eq!(p.resources.kernel_tcp(), 64 << 20);
+        let p = parse("[resources]\nkernel_tcp_max = \"16m\"\n").unwrap();
+        assert_eq!(p.resources.kernel_tcp(), 16 << 20);
         for (text, bytes) in [
             ("1", Some(1)),
             ("64k", Some(64 << 10)),
@@ -1278,6 +1300,8 @@ mod tests {
             "cpus = nan",
             "cpu_shares_max = 1",
             "tmpfs_max = 0",
+            "kernel_tcp_max = \"4k\"",
+            "kernel_tcp_max = -1",
             "bogus = 1",
             "rlimits = { RLIMIT_BOGUS = 1 }",
             "rlimits = { nofile = -1 }",

@@ -18,6 +18,9 @@ pub const NETWORK_HOOK_MARKER: &str = "vibe-shim-network-hook";
 /// The argument that marks vibe-shim's own hook entry in `hooks.createContainer`
 /// (the tmpfs modes, [`rules::tmpfs_modes`]).
 pub const TMPFS_MODES_HOOK_MARKER: &str = "vibe-shim-tmpfs-modes-hook";
+/// The argument that marks vibe-shim's own TCP memory hook in
+/// `hooks.createRuntime` ([`rules::resources::apply_hook`]).
+pub const KERNEL_TCP_HOOK_MARKER: &str = "vibe-shim-kernel-tcp-hook";
 
 /// What a create-time rewrite needs beyond the spec and the policy.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -101,6 +104,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::client_hooks::apply,
     rules::network_hook::apply,
     rules::tmpfs_modes::apply,
+    rules::resources::apply_hook,
 ];
 
 fn apply_process_rules(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {

@@ -23,8 +23,8 @@ mod validate;
 
 pub use config::{ConfigError, Policy};
 pub use decision::{Change, Denial, Record, Refusal};
-pub use engine::TMPFS_MODES_HOOK_MARKER;
 pub use engine::{
     enforce_create, enforce_process, enforce_update, CreateContext, Rewrite, NETWORK_HOOK_MARKER,
 };
+pub use engine::{KERNEL_TCP_HOOK_MARKER, TMPFS_MODES_HOOK_MARKER};
 pub use host::{FakeHost, HostView};

@@ -266,9 +266,14 @@ fn assert_confined(spec: &Value, case: &str) {
         .filter(|hook| strings(&hook["args"]).contains(&NETWORK_HOOK_MARKER))
         .collect();
     assert_eq!(ours, [&network_hook()], "{case}");
+    // Then the TCP memory bound (cgroup v1), at memory_max.
+    let tcp_hook = json!({"path": "/usr/local/bin/vibe-shim",
+        "args": ["vibe-shim", "hook", "kernel-tcp", vibe_policy::KERNEL_TCP_HOOK_MARKER,
+                 vibe_policy::Policy::default().resources.memory_max.0.to_string()],
+        "timeout": 10});
     assert_eq!(
         spec["hooks"]["createRuntime"],
-        json!([network_hook()]),
+        json!([network_hook(), tcp_hook]),
         "{case}"
     );
 }

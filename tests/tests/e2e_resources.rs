@@ -215,3 +215,35 @@ fn tmp_is_writable_by_the_policy_user_even_from_a_0755_image() {
         assert_eq!(lines(&out), ["1000", "ok", "700 1000"], "{img}: {out}");
     }
 }
+
+/// cgroup v1 does not charge TCP socket buffers to the memory limit, and
+/// runc ignores `kernelTCP`: vibe-shim's hook writes the bound (here
+/// memory_max) to `memory.kmem.tcp.limit_in_bytes`. 24 loopback pairs whose
+/// receivers never read queued ~97 MB in a 32m container without it.
+#[test]
+#[ignore]
+fn tcp_socket_memory_is_bounded_on_cgroup_v1() {
+    let c = Container::new("ktcp");
+    let ports: Vec<String> = (9100..9124).map(|p: u32| p.to_string()).collect();
+    let ports = ports.join(" ");
+    let script = format!(
+        "cg=/sys/fs/cgroup/memory; cat $cg/memory.kmem.tcp.limit_in_bytes; \
+         for p in {ports}; do nc -l -p $p -e /bin/sleep 600 </dev/null >/dev/null 2>&1 & done; \
+         sleep 1; \
+         for p in {ports}; do (cat /dev/zero | nc 127.0.0.1 $p) </dev/null >/dev/null 2>&1 & done; \
+         sleep 5; cat $cg/memory.kmem.tcp.max_usage_in_bytes"
+    );
+    let out = run(&c, &["-m", "64g"], &script).ok();
+    let got = lines(&out);
+    assert_eq!(got.first().copied(), Some(MEMORY_MAX), "{out}");
+    let max_usage: u64 = got
+        .get(1)
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("no max usage: {out}"));
+    // The attack did run (many MiB were charged), and stayed at the bound.
+    assert!(
+        max_usage > 8 << 20,
+        "the loopback pairs queued little: {out}"
+    );
+    assert!(max_usage <= (64 << 20) + (1 << 20), "{out}");
+}

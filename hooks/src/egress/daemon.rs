@@ -165,7 +165,7 @@ struct Daemon {
 async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), DaemonError> {
     let listener = bind_control(&options.socket)?;
     log(format_args!(
-        "refusing the host's addresses and bridge subnets: {}",
+        "refusing the host's addresses and interface subnets: {}",
         deny_nets
             .iter()
             .map(|n| n.to_string())
@@ -298,7 +298,7 @@ impl Daemon {
         self.served.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Reads the host's addresses and bridge subnets again (blocking: from
+    /// Reads the host's addresses and interface subnets again (blocking: from
     /// a plain thread, never an async task). On failure the old ones stay.
     fn refresh_deny_nets(&self) {
         let _one = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
@@ -311,7 +311,7 @@ impl Daemon {
                     .join(" ");
                 if self.proxy.set_deny_nets(nets) {
                     log(format_args!(
-                        "the host's addresses and bridge subnets changed; refusing {text}"
+                        "the host's addresses and interface subnets changed; refusing {text}"
                     ));
                 }
             }

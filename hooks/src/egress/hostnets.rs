@@ -1,36 +1,49 @@
-//! What the proxy refuses beyond the fixed private ranges: the host's own
-//! addresses and the subnets of its bridges (the engines' networks, which
-//! may be on public ranges), read from the host's namespace at daemon start
-//! and again whenever the kernel reports an address or link change
-//! ([`watch`]), at each registration and at each sweep.
+//! What the proxy refuses beyond the fixed private ranges: every subnet of
+//! every host interface (the host's own addresses with their prefixes: an
+//! engine bridge, a LAN or VPN on a public range, and a prefix on `lo`,
+//! which makes its whole range local) and every `local` route's range
+//! (`ip route add local`), read from the host's namespace at daemon start
+//! and again whenever the kernel reports an address, route or link change
+//! ([`watch`]), at each registration and at each sweep. A neighbour
+//! on a connected subnet is reached without a router: it is not "the
+//! internet", whatever its range.
 //!
 //! The read runs a netlink runtime of its own (`routes::with_netlink`), so it
 //! is called from plain threads (the watcher, tokio's blocking pool), never
 //! from an async task.
 
 use std::net::IpAddr;
-use std::path::Path;
 
 use ipnet::IpNet;
 
 use crate::routes::{self, RouteError};
 
-/// The host's addresses (as /32 and /128) and each bridge's subnet.
+/// The host's addresses (as /32 and /128) and the subnet of each, then
+/// every `local` route's range. A point-to-point address (`peer`) brings
+/// the peer's prefix too: the dump gives it as the address entry beside the
+/// local one.
 pub fn host_deny_nets() -> Result<Vec<IpNet>, RouteError> {
-    let bridges = bridge_indexes(Path::new("/sys/class/net"));
-    let entries =
-        routes::with_netlink(|handle| async move { routes::address_entries(&handle).await })?;
-    let addrs: Vec<(IpAddr, u8, bool)> = entries
-        .iter()
-        .map(|e| (e.addr, e.prefix_len, bridges.contains(&e.index)))
-        .collect();
-    Ok(nets(&addrs))
+    let (entries, local) = routes::with_netlink(|handle| async move {
+        let entries = routes::address_entries(&handle).await?;
+        let local = routes::local_route_nets(&handle).await?;
+        Ok((entries, local))
+    })?;
+    let addrs: Vec<(IpAddr, u8)> = entries.iter().map(|e| (e.addr, e.prefix_len)).collect();
+    let mut nets = nets(&addrs);
+    for net in local.iter().map(IpNet::trunc) {
+        if !nets.contains(&net) {
+            nets.push(net);
+        }
+    }
+    Ok(nets)
 }
 
-/// rtnetlink multicast groups: links, IPv4 and IPv6 addresses.
-const GROUPS: u32 = 0x1 | 0x10 | 0x100; // RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR
+/// rtnetlink multicast groups: links, IPv4 and IPv6 addresses and routes
+/// (a `local` route makes a range the host's own without an address).
+// RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_IFADDR | RTMGRP_IPV6_ROUTE
+const GROUPS: u32 = 0x1 | 0x10 | 0x40 | 0x100 | 0x400;
 
-/// Calls `changed` after every burst of address or link notifications in
+/// Calls `changed` after every burst of address, route or link notifications in
 /// the calling thread's namespace, on a thread of its own, for as long as
 /// the process lives. The socket is subscribed before this returns, so a
 /// change made after it is seen. A lost notification (the socket's buffer
@@ -70,13 +83,13 @@ pub fn watch(changed: impl Fn() + Send + 'static) -> std::io::Result<()> {
     Ok(())
 }
 
-fn nets(addrs: &[(IpAddr, u8, bool)]) -> Vec<IpNet> {
+fn nets(addrs: &[(IpAddr, u8)]) -> Vec<IpNet> {
     let mut nets = Vec::new();
-    for &(addr, prefix, on_bridge) in addrs {
+    for &(addr, prefix) in addrs {
         let mut wanted = vec![IpNet::from(addr)];
-        if on_bridge {
-            wanted.extend(IpNet::new(addr, prefix).ok().map(|n| n.trunc()));
-        }
+        // A prefix the kernel gave cannot be invalid; if it were, the
+        // address alone still stays refused.
+        wanted.extend(IpNet::new(addr, prefix).ok().map(|n| n.trunc()));
         for net in wanted {
             if !nets.contains(&net) {
                 nets.push(net);
@@ -86,37 +99,33 @@ fn nets(addrs: &[(IpAddr, u8, bool)]) -> Vec<IpNet> {
     nets
 }
 
-/// Interface indexes of the bridges under `sys` (`<if>/bridge` exists).
-fn bridge_indexes(sys: &Path) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir(sys) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| e.path().join("bridge").is_dir())
-        .filter_map(|e| std::fs::read_to_string(e.path().join("ifindex")).ok())
-        .filter_map(|i| i.trim().parse().ok())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn host_addresses_and_bridge_subnets() {
+    fn every_interface_subnet_is_refused() {
         let got = nets(&[
-            ("192.0.2.7".parse().unwrap(), 24, false),
-            ("172.30.99.1".parse().unwrap(), 24, true),
-            ("2001:db8:1::1".parse().unwrap(), 64, true),
-            ("192.0.2.7".parse().unwrap(), 24, false),
+            // A LAN on a public range (no bridge).
+            ("192.0.2.7".parse().unwrap(), 24),
+            // An engine bridge.
+            ("172.30.99.1".parse().unwrap(), 24),
+            ("2001:db8:1::1".parse().unwrap(), 64),
+            ("192.0.2.7".parse().unwrap(), 24),
+            // A prefix on lo, and a plain /32.
+            ("198.51.100.1".parse().unwrap(), 24),
+            ("203.0.113.77".parse().unwrap(), 32),
         ]);
         let want: Vec<IpNet> = [
             "192.0.2.7/32",
+            "192.0.2.0/24",
             "172.30.99.1/32",
             "172.30.99.0/24",
             "2001:db8:1::1/128",
             "2001:db8:1::/64",
+            "198.51.100.1/32",
+            "198.51.100.0/24",
+            "203.0.113.77/32",
         ]
         .iter()
         .map(|n| n.parse().unwrap())
@@ -126,8 +135,9 @@ mod tests {
 
     #[test]
     fn reads_the_hosts_namespace() {
-        // Loopback at least.
+        // Loopback at least, with its /8.
         let nets = host_deny_nets().unwrap();
         assert!(nets.contains(&"127.0.0.1/32".parse().unwrap()), "{nets:?}");
+        assert!(nets.contains(&"127.0.0.0/8".parse().unwrap()), "{nets:?}");
     }
 }

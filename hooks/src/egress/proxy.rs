@@ -61,7 +61,7 @@ pub struct ProxySettings {
     /// JSON lines, one per connection and per denial.
     pub log_path: PathBuf,
     /// Refused like private ranges: the host's own addresses and the
-    /// engines' bridge subnets (the daemon gathers them, and replaces them
+    /// subnets of its interfaces (the daemon gathers them, and replaces them
     /// with [`Proxy::set_deny_nets`] as they change).
     pub deny_nets: Vec<IpNet>,
     /// Concurrent connections per container (over both its listeners);
@@ -163,7 +163,7 @@ impl Proxy {
         &self.settings
     }
 
-    /// Replaces the host's addresses and bridge subnets; connections
+    /// Replaces the host's addresses and interface subnets; connections
     /// judged from now on see them. Whether they changed.
     pub fn set_deny_nets(&self, nets: Vec<IpNet>) -> bool {
         let mut deny = self.deny.write().unwrap_or_else(|e| e.into_inner());
@@ -174,7 +174,7 @@ impl Proxy {
         true
     }
 
-    /// The host's addresses and bridge subnets refused now.
+    /// The host's addresses and interface subnets refused now.
     pub fn deny_nets(&self) -> Vec<IpNet> {
         self.deny_set().0
     }

@@ -64,7 +64,8 @@ pub struct Denied {
     /// The IPv4 address an IPv6 form carried, and the form's name.
     pub embedded: Option<(Ipv4Addr, &'static str)>,
     pub net: IpNet,
-    /// "a private or reserved range" or "a host or bridge network".
+    /// "a private or reserved range" or "a host network" (a subnet of one
+    /// of the host's interfaces, bridges included).
     pub kind: &'static str,
 }
 
@@ -78,8 +79,8 @@ impl fmt::Display for Denied {
     }
 }
 
-/// The fixed list plus the host's own addresses and the engines' bridge
-/// subnets, given at run time.
+/// The fixed list plus the host's own addresses and the subnets of all its
+/// interfaces, given at run time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DenySet {
     fixed: Vec<IpNet>,
@@ -149,7 +150,7 @@ impl DenySet {
     }
 }
 
-const EXTRA_KIND: &str = "a host or bridge network";
+const EXTRA_KIND: &str = "a host network";
 
 /// The IPv4 addresses an IPv6 address carries, by form. Teredo carries two:
 /// the server, and the client's (bit-inverted) mapped address.
@@ -295,8 +296,6 @@ mod tests {
         assert!(denied(&set, "2001:db8:ff::2"));
         assert!(!denied(&set, "203.0.113.16"));
         let d = set.check("203.0.113.5".parse().unwrap()).unwrap_err();
-        assert!(d
-            .to_string()
-            .contains("host or bridge network 203.0.113.0/28"));
+        assert!(d.to_string().contains("in a host network 203.0.113.0/28"));
     }
 }

@@ -7,16 +7,27 @@
 //! OCI `memory.swap` is memory+swap (v1 memsw; runc writes `memory.swap.max`
 //! = swap - limit on v2), so capping it at `memory_max` counts swap in.
 //! Kernel memory needs no key of its own: v1 charges it to
-//! `memory.limit_in_bytes`, v2 to `memory.max`.
+//! `memory.limit_in_bytes`, v2 to `memory.max`. TCP socket buffers are the
+//! exception: v1 counts them apart (`memory.kmem.tcp.*`), unbounded unless
+//! a limit is written, and runc (1.0 on, 1.1.5 here) ignores `kernelTCP`
+//! with a warning. So on create a createRuntime hook (`vibe-shim hook
+//! kernel-tcp <marker> <bytes>`) writes the bound into the container's v1
+//! memory cgroup, and fails the create if it cannot; on v2, where sockets
+//! are charged to `memory.max`, it does nothing.
 
 use serde_json::{Map, Value};
 
 use crate::config::{parse_size, ResourcesSection};
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{as_object, object_at, set};
+use crate::engine::{RuleContext, KERNEL_TCP_HOOK_MARKER};
+use crate::json::{array_at, as_object, object_at, set};
+use crate::rules::network_hook::remove_marked;
 
 const RULE: &str = "resources";
+/// The TCP bound hook's name after `vibe-shim hook`.
+pub const KERNEL_TCP_HOOK: &str = "kernel-tcp";
+/// runc kills a hook that takes longer (seconds).
+const HOOK_TIMEOUT_SECS: u64 = 10;
 
 /// The kernel's CFS period bounds (microseconds) and the default period.
 pub const CPU_PERIOD_MIN: u64 = 1_000;
@@ -72,11 +83,85 @@ pub fn clamp_shares(requested: u64, r: &ResourcesSection) -> u64 {
 
 /// Create: `linux.resources` always carries the memory and CPU ceilings.
 pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    // Our hook from an earlier pass (a restored bundle), or a forged copy:
+    // gone before `client_hooks` judges the client's hooks; `apply_hook`
+    // adds the judged one back.
+    if shim_exe(cx).is_some() {
+        remove_marked(spec, KERNEL_TCP_HOOK_MARKER, RULE, rec);
+    }
     let linux = object_at(spec, "linux");
     let resources = linux
         .entry("resources".to_string())
         .or_insert_with(|| Value::Object(Map::new()));
     clamp_resources(resources, "/linux/resources", Verb::Create, cx, rec)
+}
+
+/// The TCP socket memory bound for this spec: its (judged) `kernelTCP`
+/// when in `1..=bound`, else the policy's bound.
+pub fn kernel_tcp_bound(spec: &Value, r: &ResourcesSection) -> u64 {
+    let max = i64::try_from(r.kernel_tcp()).unwrap_or(i64::MAX);
+    let requested = spec
+        .pointer("/linux/resources/memory/kernelTCP")
+        .and_then(Value::as_i64);
+    // clamp_memory returns a value in 1..=max, so never negative.
+    u64::try_from(clamp_memory(requested, max)).unwrap_or(r.kernel_tcp())
+}
+
+/// Create: installs the TCP bound hook in `hooks.createRuntime` (after
+/// removing any entry that pretends to be it). Runs after `client_hooks`,
+/// so the client's hooks are judged without it.
+pub fn apply_hook(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    let Some(exe) = shim_exe(cx) else {
+        return Ok(());
+    };
+    remove_marked(spec, KERNEL_TCP_HOOK_MARKER, RULE, rec);
+    let bytes = kernel_tcp_bound(spec, &cx.policy.resources);
+    let args = [
+        "vibe-shim",
+        "hook",
+        KERNEL_TCP_HOOK,
+        KERNEL_TCP_HOOK_MARKER,
+        &bytes.to_string(),
+    ];
+    let entry = serde_json::json!({"path": exe, "args": args, "timeout": HOOK_TIMEOUT_SECS});
+    // remove_marked made `hooks` an object, so this always runs.
+    if let Some(hooks) = spec.get_mut("hooks") {
+        let list = array_at(hooks, "createRuntime");
+        list.push(entry.clone());
+        rec.change(
+            RULE,
+            format!("/hooks/createRuntime/{}", list.len() - 1),
+            Value::Null,
+            entry,
+        );
+    }
+    Ok(())
+}
+
+/// The hook is vibe-shim itself: the binary the network hook entry names
+/// (absent only in tests, exec and `policy explain`).
+fn shim_exe(cx: &RuleContext) -> Option<String> {
+    cx.create?
+        .network_hook
+        .as_ref()?
+        .get("path")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The hook's arguments after its name: the marker, then the bound in
+/// bytes (at least one page's worth, as the policy allows).
+pub fn parse_kernel_tcp_args(args: &[String]) -> Result<u64, String> {
+    match args {
+        [marker, bytes] if marker == KERNEL_TCP_HOOK_MARKER => bytes
+            .parse::<u64>()
+            .ok()
+            .filter(|b| *b > 0 && i64::try_from(*b).is_ok())
+            .ok_or_else(|| format!("not a byte count: {bytes:?}")),
+        _ => Err(format!(
+            "expected {KERNEL_TCP_HOOK_MARKER} <bytes>, got {args:?}"
+        )),
+    }
 }
 
 /// Update (a top-level `LinuxResources`): only what is sent is judged.
@@ -142,6 +227,21 @@ fn memory(
     let swap_wanted = memory.contains_key("swap") || cx.host.swap_limit_supported();
     if let Some(req) = judged(memory, "swap").filter(|_| swap_wanted) {
         put(memory, &at, "swap", clamp_memory(req, max).into(), rec);
+    }
+    // runc ignores kernelTCP (the hook sets the bound from this value on
+    // create); kept within the bound so a runc that wrote it writes no
+    // more. Never added: runc warns about any kernel memory key.
+    let tcp_max = i64::try_from(cx.policy.resources.kernel_tcp()).unwrap_or(i64::MAX);
+    if memory.contains_key("kernelTCP") {
+        if let Some(req) = judged(memory, "kernelTCP") {
+            put(
+                memory,
+                &at,
+                "kernelTCP",
+                clamp_memory(req, tcp_max).into(),
+                rec,
+            );
+        }
     }
     // A soft limit (v2: memory.low, a protection) never above the limit.
     if let Some(Some(req)) = memory.get("reservation").map(Value::as_i64) {
@@ -508,6 +608,168 @@ mod tests {
         assert_eq!(update["unified"]["memory.max"], (32 << 20).to_string());
         assert_eq!(update["unified"]["memory.swap.max"], (32 << 20).to_string());
         assert_eq!(update["unified"]["cpu.max"], "20000 100000");
+    }
+
+    fn create_with_hook() -> crate::engine::CreateContext {
+        crate::engine::CreateContext {
+            container_id: "c1".into(),
+            network_hook: Some(json!({"path": "/usr/bin/vibe-shim", "args": []})),
+            ..Default::default()
+        }
+    }
+
+    fn hook_args(spec: &Value) -> Vec<Value> {
+        let list = spec["hooks"]["createRuntime"].as_array().unwrap();
+        let ours: Vec<_> = list
+            .iter()
+            .filter(|h| h["args"][3] == KERNEL_TCP_HOOK_MARKER)
+            .collect();
+        assert_eq!(ours.len(), 1, "{list:?}");
+        ours[0]["args"].as_array().unwrap().clone()
+    }
+
+    #[test]
+    fn kernel_tcp_is_min_of_request_and_bound_and_never_added() {
+        // The bound defaults to memory_max.
+        for (req, want) in [
+            (json!(4 << 20), json!(4 << 20)),
+            (json!(-1), json!(MAX)),
+            (json!(1i64 << 40), json!(MAX)),
+            (json!("1g"), json!(MAX)),
+        ] {
+            let mut spec = json!({"linux": {"resources": {"memory": {"kernelTCP": req}}}});
+            run(&mut spec, false);
+            assert_eq!(
+                spec["linux"]["resources"]["memory"]["kernelTCP"], want,
+                "{req}"
+            );
+        }
+        let mut spec = json!({});
+        run(&mut spec, false);
+        assert!(spec["linux"]["resources"]["memory"]
+            .get("kernelTCP")
+            .is_none());
+        // An own kernel_tcp_max.
+        let mut p = policy();
+        p.resources.kernel_tcp_max = Some(ByteSize(8 << 20));
+        let mut spec = json!({"linux": {"resources": {"memory": {"kernelTCP": 16 << 20}}}});
+        crate::rules::run_rule_with(apply, &mut spec, &p, &FakeHost::new(), None).unwrap();
+        assert_eq!(spec["linux"]["resources"]["memory"]["kernelTCP"], 8 << 20);
+    }
+
+    #[test]
+    fn update_kernel_tcp_is_clamped_and_zero_left() {
+        let mut update = json!({"memory": {"kernelTCP": -1}});
+        run(&mut update, true);
+        assert_eq!(update["memory"], json!({"kernelTCP": MAX}));
+        let mut update = json!({"memory": {"kernelTCP": 0, "kernel": 0}});
+        assert!(run(&mut update, true).changes.is_empty());
+        let mut update = json!({"memory": {"kernelTCP": 1 << 20}});
+        assert!(run(&mut update, true).changes.is_empty());
+    }
+
+    #[test]
+    fn the_hook_carries_the_judged_bound() {
+        let create = create_with_hook();
+        let host = FakeHost::new();
+        let both = |spec: &mut Value, p: &Policy| {
+            for rule in [apply as crate::engine::SpecRule, apply_hook] {
+                crate::rules::run_rule_with(rule, spec, p, &host, Some(&create)).unwrap();
+            }
+        };
+        let mut spec = json!({});
+        both(&mut spec, &policy());
+        assert_eq!(
+            hook_args(&spec),
+            [
+                json!("vibe-shim"),
+                json!("hook"),
+                json!(KERNEL_TCP_HOOK),
+                json!(KERNEL_TCP_HOOK_MARKER),
+                json!(MAX.to_string())
+            ]
+        );
+        assert_eq!(
+            spec["hooks"]["createRuntime"][0]["path"],
+            "/usr/bin/vibe-shim"
+        );
+        // A smaller request is what the hook writes; a larger one is not.
+        for (req, want) in [(2 << 20, 2 << 20), (1i64 << 40, MAX)] {
+            let mut spec = json!({"linux": {"resources": {"memory": {"kernelTCP": req}}}});
+            both(&mut spec, &policy());
+            assert_eq!(hook_args(&spec)[4], json!(want.to_string()));
+        }
+        let mut p = policy();
+        p.resources.kernel_tcp_max = Some(ByteSize(8 << 20));
+        let mut spec = json!({});
+        both(&mut spec, &p);
+        assert_eq!(hook_args(&spec)[4], json!((8 << 20).to_string()));
+    }
+
+    #[test]
+    fn a_forged_hook_is_replaced_and_others_stay() {
+        let create = create_with_hook();
+        let mut spec = json!({"hooks": {
+            "createRuntime": [
+                {"path": "/bin/true", "args": ["true", KERNEL_TCP_HOOK_MARKER, "1"]},
+                {"path": "/usr/bin/engine-hook", "args": ["engine-hook"]}],
+            "poststart": [{"path": "/bin/true", "args": ["x", KERNEL_TCP_HOOK_MARKER]}]}});
+        crate::rules::run_rule_with(
+            apply_hook,
+            &mut spec,
+            &policy(),
+            &FakeHost::new(),
+            Some(&create),
+        )
+        .unwrap();
+        let list = spec["hooks"]["createRuntime"].as_array().unwrap();
+        assert_eq!(list.len(), 2, "{list:?}");
+        assert_eq!(list[0]["path"], "/usr/bin/engine-hook");
+        assert_eq!(hook_args(&spec)[4], json!(MAX.to_string()));
+        assert!(spec["hooks"]["poststart"]
+            .as_array()
+            .is_none_or(|l| l.is_empty()));
+        // A second pass (restore of a rewritten bundle) keeps exactly one.
+        let mut again = spec.clone();
+        for rule in [apply as crate::engine::SpecRule, apply_hook] {
+            crate::rules::run_rule_with(
+                rule,
+                &mut again,
+                &policy(),
+                &FakeHost::new(),
+                Some(&create),
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            again["hooks"]["createRuntime"],
+            spec["hooks"]["createRuntime"]
+        );
+        // No create context (exec, explain): no hook.
+        let mut spec = json!({});
+        crate::rules::run_rule_with(apply_hook, &mut spec, &policy(), &FakeHost::new(), None)
+            .unwrap();
+        assert!(spec.get("hooks").is_none());
+    }
+
+    #[test]
+    fn hook_args_parse_strictly() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_kernel_tcp_args(&args(&[KERNEL_TCP_HOOK_MARKER, "1048576"])),
+            Ok(1 << 20)
+        );
+        for bad in [
+            &[KERNEL_TCP_HOOK_MARKER, "0"][..],
+            &[KERNEL_TCP_HOOK_MARKER, "-1"],
+            &[KERNEL_TCP_HOOK_MARKER, "1m"],
+            &[KERNEL_TCP_HOOK_MARKER, "18446744073709551615"],
+            &[KERNEL_TCP_HOOK_MARKER],
+            &["other", "1"],
+            &[KERNEL_TCP_HOOK_MARKER, "1", "2"],
+        ] {
+            assert!(parse_kernel_tcp_args(&args(bad)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

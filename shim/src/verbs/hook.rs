@@ -1,6 +1,7 @@
 //! `vibe-shim [--config P] hook network`: the createRuntime hook entry
 //! point; `vibe-shim hook tmpfs-modes ...`: the createContainer one
-//! ([`super::tmpfs_hook`]). runc runs them with the OCI state on stdin and
+//! ([`super::tmpfs_hook`]); `vibe-shim hook kernel-tcp ...`: the
+//! createRuntime one that bounds TCP socket memory ([`super::kernel_tcp_hook`]). runc runs them with the OCI state on stdin and
 //! puts the hook's stderr into its own error, so the reason reaches the user.
 
 use std::io::Read;
@@ -10,7 +11,7 @@ use crate::policy_file;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookVerbError {
-    #[error("unknown hook {0:?} (expected \"network\" or \"tmpfs-modes\")")]
+    #[error("unknown hook {0:?} (expected \"network\", \"tmpfs-modes\" or \"kernel-tcp\")")]
     UnknownHook(String),
     #[error("cannot read the OCI state from stdin: {0}")]
     Stdin(std::io::Error),
@@ -21,6 +22,9 @@ pub enum HookVerbError {
     Network(Box<vibe_hooks::HookError>),
     #[error("tmpfs-modes: {0}")]
     TmpfsModes(#[from] super::tmpfs_hook::TmpfsHookError),
+    /// Named by its rule: the bound is `[resources]`'s.
+    #[error("resources: {0}")]
+    KernelTcp(#[from] super::kernel_tcp_hook::KernelTcpHookError),
 }
 
 /// `args` are the tokens after `hook` (the hook's name, then the marker).
@@ -33,7 +37,8 @@ pub fn run(
         .first()
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if name != "network" && name != vibe_policy::rules::tmpfs_modes::HOOK_NAME {
+    use vibe_policy::rules::{resources::KERNEL_TCP_HOOK, tmpfs_modes};
+    if !["network", tmpfs_modes::HOOK_NAME, KERNEL_TCP_HOOK].contains(&name.as_str()) {
         return Err(HookVerbError::UnknownHook(name));
     }
     let mut state = Vec::new();
@@ -46,6 +51,9 @@ pub fn run(
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
+        if name == KERNEL_TCP_HOOK {
+            return Ok(super::kernel_tcp_hook::run(&rest, &state)?);
+        }
         return Ok(super::tmpfs_hook::run(&rest)?);
     }
     let policy = policy_file::load(config)?;

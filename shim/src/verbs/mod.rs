@@ -7,6 +7,7 @@ pub mod egress;
 pub mod exec;
 pub mod hook;
 pub mod install;
+pub mod kernel_tcp_hook;
 pub mod lockdown;
 pub mod policy_cmd;
 pub mod start;

@@ -83,14 +83,17 @@ const RESOURCE_FLAGS: &[(&str, &str, &str, bool)] = &[
     ("cpu-quota", "cpu", "quota", false),
     ("cpu-period", "cpu", "period", false),
     ("cpu-share", "cpu", "shares", false),
+    ("kernel-memory-tcp", "memory", "kernelTCP", true),
 ];
 
 /// The memory and CPU flags (used by runc when `--resources` is absent) go
 /// through the same update rules as a `--resources` document: the flags
 /// are read as runc reads them into that document, judged, and each
 /// changed value written back as plain numbers. A flag the rules add (the
-/// period that goes with a quota) is put before the container id. Kernel
-/// memory flags are left: v1 charges kernel memory to `--memory` too.
+/// period that goes with a quota) is put before the container id.
+/// `--kernel-memory` is left: v1 charges kernel memory to `--memory` too.
+/// runc ignores `--kernel-memory-tcp` (the create hook set the bound); it is
+/// clamped all the same, so a runc that wrote it writes no more.
 fn clamp_resource_flags(
     ctx: &Ctx,
     items: &[Item],
@@ -274,6 +277,13 @@ mod tests {
                 "ctr"
             ]
         );
+        // runc ignores it, but a runc that did not would get the bound.
+        let (out, changes) = run(&["--kernel-memory-tcp", "-1", "ctr"], "");
+        assert_eq!(out, ["--kernel-memory-tcp", &max, "ctr"]);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        let (out, changes) = run(&["--kernel-memory-tcp=1m", "ctr"], "");
+        assert_eq!(out, ["--kernel-memory-tcp=1m", "ctr"]);
+        assert!(changes.is_empty(), "{changes:?}");
         // Within the policy: untouched.
         let (out, changes) = run(
             &["--memory", "64m", "--memory-reservation", "32m", "ctr"],
