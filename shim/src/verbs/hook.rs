@@ -10,7 +10,7 @@ use crate::policy_file;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookVerbError {
-    #[error("unknown hook {0:?} (expected \"network\" or \"tmpfs-modes\")")]
+    #[error("unknown hook {0:?} (expected \"network\", \"tmpfs-modes\" or \"release\")")]
     UnknownHook(String),
     #[error("cannot read the OCI state from stdin: {0}")]
     Stdin(std::io::Error),
@@ -33,13 +33,27 @@ pub fn run(
         .first()
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if name != "network" && name != vibe_policy::rules::tmpfs_modes::HOOK_NAME {
+    if name != "network"
+        && name != vibe_policy::rules::tmpfs_modes::HOOK_NAME
+        && name != RELEASE_HOOK
+    {
         return Err(HookVerbError::UnknownHook(name));
     }
     let mut state = Vec::new();
     stdin
         .read_to_end(&mut state)
         .map_err(HookVerbError::Stdin)?;
+    if name == RELEASE_HOOK {
+        // Best effort, never an error: runc's delete fails on a failed
+        // poststop hook, and an engine's delete must go on.
+        if let [_, flag, root, id] = args {
+            if let (true, Some(id)) = (flag == vibe_hooks::HOOK_RUNC_ROOT_FLAG, id.to_str()) {
+                let root = crate::state_dir::runc_root(Some(root));
+                super::delete::release(config, &root, id);
+            }
+        }
+        return Ok(());
+    }
     if name != "network" {
         // Everything it needs is in its (judged) arguments: no config.
         let rest: Vec<String> = args[1..]
@@ -56,6 +70,10 @@ pub fn run(
     vibe_hooks::register_egress(&state, &policy.network, &runc_root).map_err(network)?;
     Ok(())
 }
+
+/// The poststop hook (create's own entry: `--runc-root R ID`) that releases
+/// a container's staging when runc destroys it.
+pub const RELEASE_HOOK: &str = "release";
 
 /// `--runc-root R` among the hook's arguments (our own hook entry puts it
 /// there); runc's default root when absent.
