@@ -263,9 +263,14 @@ mod tests {
         std::fs::create_dir(bundle.join("sub")).unwrap();
         let sub = bundle.join("sub/x.pid");
         assert!(pid_file(sub.as_os_str(), Some(&bundle), &[]).is_err());
-        assert!(pid_file(sub.as_os_str(), None, &[bundle.clone()]).is_ok());
+        assert!(pid_file(sub.as_os_str(), None, std::slice::from_ref(&bundle)).is_ok());
         for bad in ["/etc/passwd", "/etc/fresh.pid", "/x.pid"] {
-            let err = pid_file(OsStr::new(bad), Some(&bundle), &[bundle.clone()]).unwrap_err();
+            let err = pid_file(
+                OsStr::new(bad),
+                Some(&bundle),
+                std::slice::from_ref(&bundle),
+            )
+            .unwrap_err();
             assert_eq!(err.rule, "pid_file");
             assert!(err.reason.contains("outside"), "{bad}: {err:?}");
         }
