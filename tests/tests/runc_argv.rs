@@ -532,26 +532,40 @@ fn pid_file_only_in_the_bundle_or_engine_state() {
     );
     assert_refused_by_shim(&bundle, &out, "--pid-file");
     assert_eq!(fs::read_to_string(&victim.0).unwrap(), "keep me\n");
-    // ... and inside one the policy names.
+    // ... but directly in the engine's bundle (containerd's
+    // <bundle>/<exec-id>.pid), and below a directory the policy names.
+    let exec = |pid_file: &str| {
+        bundle.shim(
+            &[
+                "exec",
+                "-d",
+                "--pid-file",
+                pid_file,
+                &bundle.id,
+                "sleep",
+                "1",
+            ],
+            b"",
+        )
+    };
+    let exec_pid = format!("{bundle_arg}/exec1.pid");
+    let out = exec(&exec_pid);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    assert!(Path::new(&exec_pid).is_file());
+    let state = bundle.dir.path().join("state");
+    fs::create_dir_all(state.join("sub")).unwrap();
+    let exec_pid = format!("{}/sub/exec2.pid", state.display());
+    assert_refused_by_shim(&bundle, &exec(&exec_pid), "--pid-file");
     let policy = fs::read_to_string(bundle.policy_path()).unwrap();
     fs::write(
         bundle.policy_path(),
-        format!("[runtime]\npid_file_dirs = [\"{bundle_arg}\"]\n{policy}"),
+        format!(
+            "[runtime]\npid_file_dirs = [\"{}\"]\n{policy}",
+            state.display()
+        ),
     )
     .unwrap();
-    let exec_pid = format!("{bundle_arg}/exec1.pid");
-    let out = bundle.shim(
-        &[
-            "exec",
-            "-d",
-            "--pid-file",
-            &exec_pid,
-            &bundle.id,
-            "sleep",
-            "1",
-        ],
-        b"",
-    );
+    let out = exec(&exec_pid);
     assert!(out.status.success(), "exec: {}", describe(&out));
     assert!(Path::new(&exec_pid).is_file());
 }

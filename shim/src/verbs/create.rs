@@ -104,6 +104,7 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
                 let mut judged = rewrite.document.clone();
                 add_poststop(&mut judged, release);
                 write_private_spec(&private, &judged)
+                    .and_then(|()| record_engine_bundle(&private, &create.bundle))
                     .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
                 // The engine's copy is informational only (runc reads the
                 // private one): engines that read config.json back see what runs.
@@ -296,6 +297,36 @@ fn add_poststop(spec: &mut Value, hook: Value) {
             list.push(hook);
         }
     }
+}
+
+/// Where the engine's bundle directory resolved at create, in vibe-shim's
+/// private directory: an exec's `--pid-file` may go directly there too
+/// (containerd's `<bundle>/<exec-id>.pid`, whatever its state directory).
+pub const ENGINE_BUNDLE_FILE: &str = "engine-bundle";
+
+fn record_engine_bundle(dir: &Path, bundle: &Path) -> Result<(), CreateError> {
+    let path = dir.join(ENGINE_BUNDLE_FILE);
+    let fail = |source| CreateError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    let resolved = std::fs::canonicalize(bundle).map_err(fail)?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(fail)?;
+    file.write_all(resolved.as_os_str().as_encoded_bytes())
+        .map_err(fail)
+}
+
+/// The engine's bundle directory recorded at create, if any.
+pub fn recorded_engine_bundle(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = std::fs::read(dir.join(ENGINE_BUNDLE_FILE)).ok()?;
+    Some(PathBuf::from(OsString::from_vec(bytes)))
 }
 
 /// The verb's arguments with every `--bundle` replaced by one naming `dir`,

@@ -114,10 +114,14 @@ fn rewrite(
 ) -> Result<(Vec<OsString>, Vec<Change>), Refusal> {
     check_cgroups(items)?;
     let pid_file = match flag_value(items, "pid-file").filter(|v| !v.is_empty()) {
-        Some(value) => Some(
-            super::host_paths::pid_file(value, None, &ctx.policy.runtime.pid_file_dirs)
-                .map_err(refusal)?,
-        ),
+        Some(value) => {
+            let root = state_dir::runc_root(ctx.root.as_deref());
+            let bundle = state_dir::container_dir(&root, id)
+                .ok()
+                .and_then(|dir| super::create::recorded_engine_bundle(&dir));
+            let dirs = &ctx.policy.runtime.pid_file_dirs;
+            Some(super::host_paths::pid_file(value, bundle.as_deref(), dirs).map_err(refusal)?)
+        }
         None => None,
     };
     let process = match flag_value(items, "process").filter(|p| !p.is_empty()) {
