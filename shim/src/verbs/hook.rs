@@ -106,6 +106,19 @@ mod tests {
     }
 
     #[test]
+    fn release_hook_never_fails_runcs_delete() {
+        // Nothing to release, malformed arguments, a bad id: all fine.
+        for args in [
+            &["release", "--runc-root", "/run/vibe-test-none", "gone"][..],
+            &["release"],
+            &["release", "--runc-root", "/r", "../escape"],
+        ] {
+            let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            assert!(run(Path::new("/nonexistent.toml"), &args, &mut "{}".as_bytes()).is_ok());
+        }
+    }
+
+    #[test]
     fn unknown_hook_and_bad_config_are_errors() {
         let err = run(
             Path::new("/nonexistent"),
