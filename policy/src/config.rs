@@ -62,7 +62,7 @@ pub struct Policy {
     pub profiles: Vec<crate::profiles::ProfileSection>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeSection {
     /// The real runc. When absent, `runc` is searched in `PATH`.
@@ -71,6 +71,42 @@ pub struct RuntimeSection {
     /// credentials, capabilities and seccomp from the checkpoint image,
     /// which vibe-shim cannot judge; off unless the admin trusts the images.
     pub allow_restore: bool,
+    /// Whether `runc checkpoint` may run: runc and CRIU, as root, write the
+    /// container's memory to the image and work paths argv names.
+    pub allow_checkpoint: bool,
+    /// Where checkpoint `--image-path`, `--work-path` and `--parent-path`
+    /// may point (each below one of these, through root-only directories).
+    pub checkpoint_dirs: Vec<PathBuf>,
+    /// Whether runc's `--no-pivot` (chroot instead of pivot_root, which a
+    /// process with CAP_SYS_CHROOT can leave) may be given.
+    pub allow_no_pivot: bool,
+    /// Where `--pid-file` may point besides the bundle directory itself:
+    /// the engines' state directories (runc writes the file as root).
+    pub pid_file_dirs: Vec<PathBuf>,
+}
+
+/// The engines' own state directories, where they ask runc for pid files:
+/// containerd's shim (`<bundle>/init.pid`, `<bundle>/<exec-id>.pid`, also
+/// for Docker, whose own containerd lives under /run/docker), and podman's
+/// conmon (`<run dir>/pidfile`, `exec_pid` files under its storage).
+pub const DEFAULT_PID_FILE_DIRS: &[&str] = &[
+    "/run/containerd",
+    "/run/docker",
+    "/run/containers",
+    "/var/lib/containers",
+];
+
+impl Default for RuntimeSection {
+    fn default() -> Self {
+        Self {
+            path: None,
+            allow_restore: false,
+            allow_checkpoint: false,
+            checkpoint_dirs: Vec::new(),
+            allow_no_pivot: false,
+            pid_file_dirs: DEFAULT_PID_FILE_DIRS.iter().map(PathBuf::from).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -963,6 +999,20 @@ impl Policy {
                 ));
             }
         }
+        for (key, dirs) in [
+            ("runtime.checkpoint_dirs", &self.runtime.checkpoint_dirs),
+            ("runtime.pid_file_dirs", &self.runtime.pid_file_dirs),
+        ] {
+            if let Some(d) = dirs
+                .iter()
+                .find(|d| !d.is_absolute() || *d == Path::new("/"))
+            {
+                return Err(invalid(
+                    key,
+                    format!("{} must be an absolute directory, not /", d.display()),
+                ));
+            }
+        }
         if let Some(p) = &self.runtime.path {
             if !p.is_absolute() {
                 return Err(invalid(
@@ -1159,6 +1209,26 @@ mod tests {
         assert!(p.filesystem.readonly_root);
         assert_eq!(p.process.pids_limit, 512);
         assert_eq!(p.network.mode, NetworkMode::None);
+    }
+
+    #[test]
+    fn runtime_argv_keys_default_closed_and_need_absolute_dirs() {
+        let p = parse("").unwrap();
+        assert!(!p.runtime.allow_checkpoint && !p.runtime.allow_no_pivot);
+        assert!(p.runtime.checkpoint_dirs.is_empty());
+        assert!(p
+            .runtime
+            .pid_file_dirs
+            .contains(&PathBuf::from("/run/containerd")));
+        let p = parse("[runtime]\nallow_checkpoint = true\ncheckpoint_dirs = [\"/var/lib/ckpt\"]\npid_file_dirs = []\n").unwrap();
+        assert!(p.runtime.allow_checkpoint);
+        assert!(p.runtime.pid_file_dirs.is_empty());
+        for bad in ["checkpoint_dirs = [\"ckpt\"]", "pid_file_dirs = [\"/\"]"] {
+            let err = parse(&format!("[runtime]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("runtime."), "{err}");
+        }
     }
 
     #[test]

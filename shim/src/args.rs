@@ -227,33 +227,54 @@ pub const UPDATE_FLAGS: &[FlagDef] = &[
     HELP,
 ];
 
+/// runc 1.3 added `tcp-skip-in-flight` and `link-remap` (1.1 and 1.2
+/// refuse them); `status-fd` defaults to -1.
+pub const CHECKPOINT_FLAGS: &[FlagDef] = &[
+    value(&["image-path"]),
+    value(&["work-path"]),
+    value(&["parent-path"]),
+    boolean(&["leave-running"]),
+    boolean(&["tcp-established"]),
+    boolean(&["tcp-skip-in-flight"]),
+    boolean(&["link-remap"]),
+    boolean(&["ext-unix-sk"]),
+    boolean(&["shell-job"]),
+    boolean(&["lazy-pages"]),
+    int(&["status-fd"]),
+    value(&["page-server"]),
+    boolean(&["file-locks"]),
+    boolean(&["pre-dump"]),
+    value(&["manage-cgroups-mode"]),
+    slice(&["empty-ns"]),
+    boolean(&["auto-dedup"]),
+    HELP,
+];
+
 /// runc `start` has no flags of its own.
 pub const START_FLAGS: &[FlagDef] = &[HELP];
 
 /// `vibe-shim policy explain|check` flags (ours, after the verb).
 pub const POLICY_FLAGS: &[FlagDef] = &[value(&["bundle", "b"]), value(&["config"])];
 
-/// The verbs vibe-shim judges: each can start a process or change its
-/// limits. Each is read with [`classify_verb`] and refused if unclassifiable.
-pub const ENFORCED_VERBS: &[&str] = &["create", "run", "restore", "exec", "update", "start"];
+/// The verbs vibe-shim judges: each can start a process, change its
+/// limits, or (checkpoint) make runc write host paths as root. Each is read
+/// with [`classify_verb`] and refused if unclassifiable.
+pub const ENFORCED_VERBS: &[&str] = &[
+    "create",
+    "run",
+    "restore",
+    "exec",
+    "update",
+    "start",
+    "checkpoint",
+];
 
 /// runc verbs that can neither start a process in a container nor change
 /// its limits: they reach runc unmodified. `help`/`h` is urfave/cli's own.
 /// Every other verb is refused (a future runc verb is judged before it runs).
 pub const PASS_THROUGH_VERBS: &[&str] = &[
-    "checkpoint",
-    "delete",
-    "events",
-    "features",
-    "kill",
-    "list",
-    "pause",
-    "ps",
-    "resume",
-    "spec",
-    "state",
-    "help",
-    "h",
+    "delete", "events", "features", "kill", "list", "pause", "ps", "resume", "spec", "state",
+    "help", "h",
 ];
 
 /// The most fds `--preserve-fds` may hand on (the usual RLIMIT_NOFILE soft
@@ -270,6 +291,7 @@ pub fn verb_table(verb: &str) -> Option<(&'static [FlagDef], bool)> {
         "exec" => (EXEC_FLAGS, false),
         "update" => (UPDATE_FLAGS, true),
         "start" => (START_FLAGS, true),
+        "checkpoint" => (CHECKPOINT_FLAGS, true),
         _ => return None,
     })
 }
@@ -1183,6 +1205,39 @@ mod tests {
         let args = os(&["c", "-x"]);
         assert!(run(&args, Reorder::V1_22_1).is_err());
         assert!(run(&args, Reorder::V1_22_6).is_ok());
+    }
+
+    #[test]
+    fn checkpoint_reads_as_runc_reads_it() {
+        // containerd's line (runc's go-runc): flags, then the id.
+        let (flags, ops) = classified(
+            "checkpoint",
+            &[
+                "--image-path",
+                "/i",
+                "--work-path",
+                "/w",
+                "--leave-running",
+                "abc",
+            ],
+        )
+        .unwrap();
+        assert_eq!(ops, ["abc"]);
+        assert_eq!(flags[0], ("image-path".into(), Some("/i".into())));
+        assert_eq!(flags[1], ("work-path".into(), Some("/w".into())));
+        // Reordered: a flag after the id is still read, value and all.
+        let items = classify_verb("checkpoint", &os(&["abc", "--page-server", "h:1"])).unwrap();
+        assert_eq!(flag_value(&items, "page-server").unwrap(), "h:1");
+        assert_eq!(first_positional(&items).unwrap(), "abc");
+        // status-fd is an IntFlag (-1 by default); a bool takes no value.
+        assert!(classify_verb("checkpoint", &os(&["--status-fd", "-1", "c"])).is_ok());
+        assert!(classify_verb("checkpoint", &os(&["--status-fd", "0x3", "c"])).is_err());
+        let (flags, ops) = classified("checkpoint", &["--pre-dump", "c"]).unwrap();
+        assert_eq!(flags, [("pre-dump".to_string(), None)]);
+        assert_eq!(ops, ["c"]);
+        // restore's flags are not checkpoint's.
+        assert!(classify_verb("checkpoint", &os(&["--pid-file", "/p", "c"])).is_err());
+        assert!(classify_verb("checkpoint", &os(&["--bundle", "/b", "c"])).is_err());
     }
 
     #[test]

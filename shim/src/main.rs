@@ -1,5 +1,5 @@
 //! vibe-shim: a runc-compatible wrapper. It enforces the administrator's
-//! policy on create/run/restore/exec/update/start, then execs the real runc
+//! policy on create/run/restore/exec/update/start/checkpoint, then execs the real runc
 //! with every other argument byte for byte, so runc keeps our pid, fds,
 //! stdio and exit code. The verbs in `args::PASS_THROUGH_VERBS` pass
 //! straight through; any other verb is refused.
@@ -291,6 +291,7 @@ fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
         "exec" => verbs::exec::prepare(&ctx, args),
         "update" => verbs::update::prepare(&ctx, args),
         "start" => verbs::start::prepare(&ctx, args),
+        "checkpoint" => verbs::checkpoint::prepare(&ctx, args),
         _ => verbs::create::prepare(&ctx, verb, args),
     };
     let mut record = AuditRecord::new(&outcome.container_id, verb, &ctx.config_path);
@@ -468,6 +469,9 @@ mod tests {
         assert!(route(&["create", "a", "b"]).is_err());
         assert!(route(&["update", "--pids-limit", "010", "c"]).is_err());
         assert!(route(&["--criu", "/x", "checkpoint", "c"]).is_err());
+        // checkpoint makes runc write host paths: judged, not passed through.
+        assert_eq!(route(&["checkpoint", "c"]), Ok(Route::Enforce));
+        assert!(route(&["checkpoint", "c", "d"]).is_err());
         assert_eq!(
             route(&["--criu", "/x", "kill", "c"]),
             Ok(Route::PassThrough)

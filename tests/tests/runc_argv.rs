@@ -354,3 +354,251 @@ fn restore_is_refused_unless_allowed() {
     let out = bundle.shim(&with_criu, b"");
     assert_refused_by_shim(&bundle, &out, "--criu");
 }
+
+/// A started `sleep 300` container under the bundle's policy.
+fn running(name: &str, policy: &str) -> Bundle {
+    let bundle = Bundle::busybox(name, &["sleep", "300"], policy);
+    let out = bundle.create();
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let out = bundle.shim(&["start", &bundle.id], b"");
+    assert!(out.status.success(), "start: {}", describe(&out));
+    bundle
+}
+
+/// A host path outside every engine's state, removed when the test ends.
+struct HostPath(PathBuf);
+
+impl HostPath {
+    fn new(dir: &str, name: &str) -> HostPath {
+        let path = Path::new(dir).join(format!("vibe-argv-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        let _ = fs::remove_file(&path);
+        HostPath(path)
+    }
+    fn arg(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for HostPath {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+#[ignore = "needs root and runc"]
+fn checkpoint_is_refused_unless_allowed_and_its_paths_judged() {
+    let bundle = running("ckpt", "");
+    // runc creates --image-path (MkdirAll, as root) before it looks for criu.
+    let image = HostPath::new("/tmp", "ckpt-image");
+    let out = bundle.shim(
+        &["checkpoint", "--image-path", image.arg(), &bundle.id],
+        b"",
+    );
+    assert_refused_by_shim(&bundle, &out, "allow_checkpoint");
+    assert!(!image.0.exists(), "runc made {}", image.0.display());
+    assert!(
+        bundle
+            .audit_lines()
+            .iter()
+            .any(|l| l["verb"] == "checkpoint"),
+        "{:?}",
+        bundle.audit_lines()
+    );
+
+    // Allowed, but only below the policy's checkpoint directory.
+    let allowed = bundle.dir.path().join("checkpoints");
+    fs::create_dir_all(&allowed).unwrap();
+    let policy = fs::read_to_string(bundle.policy_path()).unwrap();
+    fs::write(
+        bundle.policy_path(),
+        format!(
+            "[runtime]\nallow_checkpoint = true\ncheckpoint_dirs = [\"{}\"]\n{policy}",
+            allowed.display()
+        ),
+    )
+    .unwrap();
+    let inside = allowed.join("img");
+    let inside = inside.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["--image-path", image.arg()], "--image-path"),
+        (
+            vec!["--image-path", inside, "--work-path", "/etc"],
+            "--work-path",
+        ),
+        (
+            vec!["--image-path", inside, "--page-server", "127.0.0.1:1"],
+            "--page-server",
+        ),
+        (vec!["--image-path", inside, "--lazy-pages"], "--lazy-pages"),
+        (
+            vec!["--image-path", inside, "--parent-path", "../../../.."],
+            "--parent-path",
+        ),
+        (vec![], "--image-path"),
+    ] {
+        let mut argv = vec!["checkpoint"];
+        argv.extend(args);
+        argv.push(&bundle.id);
+        let out = bundle.shim(&argv, b"");
+        assert_refused_by_shim(&bundle, &out, needle);
+    }
+    assert!(!image.0.exists(), "runc made {}", image.0.display());
+    // Inside: vibe-shim lets runc try (this host has no criu: runc fails).
+    let out = bundle.shim(
+        &[
+            "checkpoint",
+            "--leave-running",
+            "--image-path",
+            inside,
+            &bundle.id,
+        ],
+        b"",
+    );
+    assert!(
+        !text(&out.stderr).contains("vibe-shim"),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
+#[ignore = "needs root and runc"]
+fn pid_file_only_in_the_bundle_or_engine_state() {
+    // runc writes the pid file as root (a temp file, then rename over it).
+    let victim = HostPath::new("/etc", "victim");
+    fs::write(&victim.0, "keep me\n").unwrap();
+    let bundle = Bundle::busybox("pidfile", &["sleep", "300"], "");
+    let bundle_dir = bundle.bundle_dir();
+    let bundle_arg = bundle_dir.to_str().unwrap();
+    let create = |pid_file: &str| {
+        shim_raw(
+            &bundle,
+            &[
+                "create",
+                "--bundle",
+                bundle_arg,
+                "--pid-file",
+                pid_file,
+                &bundle.id,
+            ],
+        )
+    };
+    let out = create(victim.arg());
+    assert_refused_by_shim(&bundle, &out, "--pid-file");
+    assert_eq!(fs::read_to_string(&victim.0).unwrap(), "keep me\n");
+    let fresh = HostPath::new("/etc", "fresh.pid");
+    let out = create(fresh.arg());
+    assert_refused_by_shim(&bundle, &out, "--pid-file");
+    assert!(!fresh.0.exists());
+    // Not the spec runc reads, nor anything but a regular file.
+    let out = create(&format!("{bundle_arg}/config.json"));
+    assert_refused_by_shim(&bundle, &out, "config.json");
+    fs::create_dir(bundle_dir.join("adir")).unwrap();
+    let out = create(&format!("{bundle_arg}/adir"));
+    assert_refused_by_shim(&bundle, &out, "regular file");
+    // A symlink in the bundle leading out is judged where it leads.
+    std::os::unix::fs::symlink("/etc", bundle_dir.join("etc")).unwrap();
+    let out = create(&format!(
+        "{bundle_arg}/etc/{}",
+        victim.0.file_name().unwrap().to_str().unwrap()
+    ));
+    assert_refused_by_shim(&bundle, &out, "--pid-file");
+    assert_eq!(fs::read_to_string(&victim.0).unwrap(), "keep me\n");
+    assert!(bundle.runc_list().is_empty());
+
+    // containerd's own: <bundle>/init.pid.
+    let out = create(&format!("{bundle_arg}/init.pid"));
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let pid = fs::read_to_string(bundle_dir.join("init.pid")).unwrap();
+    assert!(pid.trim().parse::<u32>().is_ok(), "{pid:?}");
+    let out = bundle.shim(&["start", &bundle.id], b"");
+    assert!(out.status.success(), "start: {}", describe(&out));
+
+    // exec: nowhere outside the engines' state directories.
+    let out = bundle.shim(
+        &[
+            "exec",
+            "-d",
+            "--pid-file",
+            victim.arg(),
+            &bundle.id,
+            "sleep",
+            "1",
+        ],
+        b"",
+    );
+    assert_refused_by_shim(&bundle, &out, "--pid-file");
+    assert_eq!(fs::read_to_string(&victim.0).unwrap(), "keep me\n");
+    // ... but directly in the engine's bundle (containerd's
+    // <bundle>/<exec-id>.pid), and below a directory the policy names.
+    let exec = |pid_file: &str| {
+        bundle.shim(
+            &[
+                "exec",
+                "-d",
+                "--pid-file",
+                pid_file,
+                &bundle.id,
+                "sleep",
+                "1",
+            ],
+            b"",
+        )
+    };
+    let exec_pid = format!("{bundle_arg}/exec1.pid");
+    let out = exec(&exec_pid);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    assert!(Path::new(&exec_pid).is_file());
+    let state = bundle.dir.path().join("state");
+    fs::create_dir_all(state.join("sub")).unwrap();
+    let exec_pid = format!("{}/sub/exec2.pid", state.display());
+    assert_refused_by_shim(&bundle, &exec(&exec_pid), "--pid-file");
+    let policy = fs::read_to_string(bundle.policy_path()).unwrap();
+    fs::write(
+        bundle.policy_path(),
+        format!(
+            "[runtime]\npid_file_dirs = [\"{}\"]\n{policy}",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let out = exec(&exec_pid);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    assert!(Path::new(&exec_pid).is_file());
+}
+
+#[test]
+#[ignore = "needs root and runc"]
+fn no_pivot_is_refused_unless_allowed() {
+    let bundle = Bundle::busybox("nopivot", &["sleep", "300"], "");
+    let bundle_dir = bundle.bundle_dir();
+    let args = [
+        "create",
+        "--no-pivot",
+        "--bundle",
+        bundle_dir.to_str().unwrap(),
+        bundle.id.as_str(),
+    ];
+    let out = shim_raw(&bundle, &args);
+    assert_refused_by_shim(&bundle, &out, "allow_no_pivot");
+    assert!(bundle.runc_list().is_empty());
+    // `--no-pivot=false` is runc's default: nothing to refuse.
+    let mut off = args;
+    off[1] = "--no-pivot=false";
+    let out = shim_raw(&bundle, &off);
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let out = bundle.shim(&["delete", "-f", &bundle.id], b"");
+    assert!(out.status.success(), "delete: {}", describe(&out));
+
+    let policy = fs::read_to_string(bundle.policy_path()).unwrap();
+    fs::write(
+        bundle.policy_path(),
+        format!("[runtime]\nallow_no_pivot = true\n{policy}"),
+    )
+    .unwrap();
+    let out = shim_raw(&bundle, &args);
+    assert!(out.status.success(), "create: {}", describe(&out));
+}

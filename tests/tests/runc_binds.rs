@@ -53,6 +53,16 @@ fn mountinfo() -> String {
     std::fs::read_to_string("/proc/self/mountinfo").unwrap()
 }
 
+/// Mount points under vibe-shim's per-container directories.
+fn staging_mounts() -> std::collections::BTreeSet<String> {
+    mountinfo()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|p| p.starts_with("/run/vibe-shim/containers/"))
+        .map(str::to_string)
+        .collect()
+}
+
 fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
@@ -278,6 +288,7 @@ fn create_delete_cycles_leave_nothing_behind() {
             .count()
     };
     let mounts_before = ours();
+    let staged_before = staging_mounts();
     let fds_before = fd_count();
     let n = cycles(50);
     let started = Instant::now();
@@ -301,7 +312,12 @@ fn create_delete_cycles_leave_nothing_behind() {
         fd_count()
     );
     assert_eq!(mounts_after, mounts_before, "mounts leaked");
-    assert!(!mountinfo().contains("/run/vibe-shim/containers"));
+    // Other tests' containers may hold staging mounts: only new ones count.
+    let new: Vec<_> = staging_mounts()
+        .difference(&staged_before)
+        .cloned()
+        .collect();
+    assert!(new.is_empty(), "staging mounts left: {new:?}");
     assert_eq!(fd_count(), fds_before, "fds leaked");
 }
 
@@ -389,4 +405,50 @@ fn engine_files_of_another_containers_id_are_refused() {
     std::fs::set_permissions(&engine_dir, perms).unwrap();
     let refusal = cycle(&attacker, &spec).expect_err("a world-writable engine dir");
     assert!(refusal.contains("writable by nobody else"), "{refusal}");
+}
+
+/// `run` in the foreground: runc deletes the container itself when it
+/// exits, so vibe-shim's `delete` never runs; the staging must go anyway.
+#[test]
+#[ignore = "needs root and runc"]
+fn foreground_run_releases_its_staging() {
+    let work = tempfile::Builder::new()
+        .prefix("vibe-binds-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let allowed = work.path().join("allowed");
+    std::fs::create_dir_all(allowed.join("d")).unwrap();
+    std::fs::write(allowed.join("f"), "file\n").unwrap();
+    let bundle = Bundle::busybox(
+        "fgrun",
+        &["sh", "-c", "cat /f; ls /d; exit 7"],
+        &policy_allowing(&allowed),
+    );
+    let mut spec = bundle.spec();
+    for (dst, src) in [("/d", "d"), ("/f", "f")] {
+        spec["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": dst, "type": "bind",
+            "source": allowed.join(src).to_str().unwrap(), "options": ["rbind", "ro"]
+        }));
+    }
+    bundle.write_spec(&spec);
+    let before = staging_mounts();
+    let out = bundle
+        .shim_command(["run", "--bundle"])
+        .arg(bundle.bundle_dir())
+        .arg(&bundle.id)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    // runc's exit status is the container's; its stdout is the container's.
+    assert_eq!(out.status.code(), Some(7), "{}", describe(&out));
+    assert!(text(&out.stdout).contains("file"), "{}", describe(&out));
+    assert!(bundle.runc_list().is_empty(), "runc kept the container");
+    let left: Vec<_> = staging_mounts().difference(&before).cloned().collect();
+    assert!(left.is_empty(), "staging mounts left: {left:?}");
+    assert!(
+        !staging_dir(&bundle).exists(),
+        "{} left behind",
+        staging_dir(&bundle).display()
+    );
 }

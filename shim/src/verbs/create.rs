@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use vibe_policy::{enforce_create, CreateContext, Denial};
 
-use super::{lossy, refusal, Ctx, Outcome};
+use super::{host_paths, lossy, refusal, Ctx, Outcome};
 use crate::args::{
-    first_positional, flag_value, scan_verb, Edits, Item, CREATE_FLAGS, RESTORE_FLAGS, RUN_FLAGS,
+    first_positional, flag_bool, flag_value, scan_verb, Edits, Item, CREATE_FLAGS, RESTORE_FLAGS,
+    RUN_FLAGS,
 };
 use crate::state_dir;
 
@@ -90,13 +91,20 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
         runc_root,
     };
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
+        let pid_file = judge_runtime_flags(ctx, &items, &create.bundle)?;
+        let release = release_hook(&ctx.config_path, &create.runc_root, &create.container_id)
+            .map_err(|e| refusal(e.denial("hooks", Path::new("/proc/self/exe"))))?;
         let private =
             private_dir(&create).map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
         // Stage bind sources, then write what refers to them; undo both on
         // a failure, since runc never runs then.
         let written =
             crate::stage::binds(&ctx.policy, &ctx.host, &create, &mut rewrite).and_then(|()| {
-                write_private_spec(&private, &rewrite.document)
+                // Only runc's copy: the engine's, fed back, must not carry it.
+                let mut judged = rewrite.document.clone();
+                add_poststop(&mut judged, release);
+                write_private_spec(&private, &judged)
+                    .and_then(|()| record_engine_bundle(&private, &create.bundle))
                     .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
                 // The engine's copy is informational only (runc reads the
                 // private one): engines that read config.json back see what runs.
@@ -108,7 +116,10 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
             let _ = state_dir::remove(&private);
             return Err(refused);
         }
-        Ok((with_bundle(args, &items, &private), rewrite.changes))
+        Ok((
+            with_bundle(args, &items, &private, pid_file.as_deref()),
+            rewrite.changes,
+        ))
     });
     Outcome {
         container_id,
@@ -216,12 +227,125 @@ fn write_private_spec(dir: &Path, spec: &Value) -> Result<(), CreateError> {
     file.write_all(&bytes).map_err(fail)
 }
 
-/// The verb's arguments with every `--bundle` replaced by one naming `dir`.
-fn with_bundle(args: &[OsString], items: &[Item], dir: &Path) -> Vec<OsString> {
+/// runc's own flags that weaken the jail or write host paths as root:
+/// `--no-pivot` only with `[runtime] allow_no_pivot`; `--pid-file` judged
+/// by [`host_paths::pid_file`], whose resolved path runc then gets.
+fn judge_runtime_flags(
+    ctx: &Ctx,
+    items: &[Item],
+    bundle: &Path,
+) -> Result<Option<PathBuf>, vibe_policy::Refusal> {
+    if flag_bool(items, "no-pivot") == Some(true) && !ctx.policy.runtime.allow_no_pivot {
+        return Err(refusal(Denial::new(
+            "no_pivot",
+            "[runtime] allow_no_pivot",
+            "false",
+            "--no-pivot makes runc chroot instead of pivot_root: the host's mounts stay beneath the container's root",
+        )));
+    }
+    match flag_value(items, "pid-file").filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(value) => host_paths::pid_file(value, Some(bundle), &ctx.policy.runtime.pid_file_dirs)
+            .map(Some)
+            .map_err(refusal),
+    }
+}
+
+/// The poststop hook entry that releases this container's staging and
+/// state directory when runc destroys it: after a foreground `run`, runc
+/// deletes the container itself and vibe-shim's `delete` never runs.
+fn release_hook(config: &Path, runc_root: &Path, id: &str) -> Result<Value, CreateError> {
+    let exe = std::fs::canonicalize("/proc/self/exe").map_err(CreateError::OwnExe)?;
+    let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+    Ok(serde_json::json!({
+        "path": exe.to_string_lossy(),
+        "args": [
+            "vibe-shim",
+            "--config",
+            config.to_string_lossy(),
+            "hook",
+            super::hook::RELEASE_HOOK,
+            vibe_hooks::HOOK_RUNC_ROOT_FLAG,
+            runc_root.to_string_lossy(),
+            id,
+        ],
+        "env": [format!("PATH={}", vibe_hooks::DEFAULT_HOOK_PATH)],
+        "timeout": 30,
+    }))
+}
+
+/// Appends `hook` to `hooks.poststop` (runc runs them in order, after the
+/// client's that the policy kept).
+fn add_poststop(spec: &mut Value, hook: Value) {
+    let Some(object) = spec.as_object_mut() else {
+        return;
+    };
+    let hooks = object
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if !hooks.is_object() {
+        *hooks = Value::Object(Default::default());
+    }
+    if let Some(hooks) = hooks.as_object_mut() {
+        let poststop = hooks
+            .entry("poststop")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if !poststop.is_array() {
+            *poststop = Value::Array(Vec::new());
+        }
+        if let Some(list) = poststop.as_array_mut() {
+            list.push(hook);
+        }
+    }
+}
+
+/// Where the engine's bundle directory resolved at create, in vibe-shim's
+/// private directory: an exec's `--pid-file` may go directly there too
+/// (containerd's `<bundle>/<exec-id>.pid`, whatever its state directory).
+pub const ENGINE_BUNDLE_FILE: &str = "engine-bundle";
+
+fn record_engine_bundle(dir: &Path, bundle: &Path) -> Result<(), CreateError> {
+    let path = dir.join(ENGINE_BUNDLE_FILE);
+    let fail = |source| CreateError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    let resolved = std::fs::canonicalize(bundle).map_err(fail)?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(fail)?;
+    file.write_all(resolved.as_os_str().as_encoded_bytes())
+        .map_err(fail)
+}
+
+/// The engine's bundle directory recorded at create, if any.
+pub fn recorded_engine_bundle(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = std::fs::read(dir.join(ENGINE_BUNDLE_FILE)).ok()?;
+    Some(PathBuf::from(OsString::from_vec(bytes)))
+}
+
+/// The verb's arguments with every `--bundle` replaced by one naming `dir`,
+/// and the last `--pid-file` (earlier ones dropped) naming `pid_file`.
+fn with_bundle(
+    args: &[OsString],
+    items: &[Item],
+    dir: &Path,
+    pid_file: Option<&Path>,
+) -> Vec<OsString> {
     let mut edits = Edits::default();
     for item in items {
         if matches!(item, Item::Flag { name, .. } if name == "bundle") {
             edits.remove_flag(item);
+        }
+    }
+    if let Some(path) = pid_file {
+        if let Some((item, _)) = edits.keep_last_flag(items, "pid-file") {
+            edits.set_flag_value(item, path.as_os_str());
         }
     }
     edits.prepend([OsString::from("--bundle"), dir.as_os_str().to_os_string()]);
@@ -300,6 +424,31 @@ mod tests {
     fn atomic_write_fails_without_original() {
         let dir = tempfile::tempdir().unwrap();
         assert!(write_atomically(&dir.path().join("config.json"), &json!({})).is_err());
+    }
+
+    #[test]
+    fn poststop_is_appended_after_the_clients() {
+        let mut spec = json!({"hooks": {"poststop": [{"path": "/kept"}]}});
+        add_poststop(&mut spec, json!({"path": "/ours"}));
+        assert_eq!(spec["hooks"]["poststop"][1]["path"], "/ours");
+        let mut spec = json!({});
+        add_poststop(&mut spec, json!({"path": "/ours"}));
+        assert_eq!(spec["hooks"]["poststop"][0]["path"], "/ours");
+    }
+
+    #[test]
+    fn pid_file_and_bundle_are_rewritten_in_place() {
+        let args: Vec<OsString> = ["--pid-file", "/a", "--bundle=/b", "--pid-file=/c", "id"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let items = scan_verb(&args, CREATE_FLAGS, false);
+        let out = with_bundle(&args, &items, Path::new("/p"), Some(Path::new("/judged")));
+        let out: Vec<_> = out
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(out, ["--bundle", "/p", "--pid-file=/judged", "id"]);
     }
 
     #[test]

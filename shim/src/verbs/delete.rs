@@ -33,15 +33,21 @@ pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString], config: &Path)
     if !force && is_running(&root, id) {
         return;
     }
-    let Ok(dir) = state_dir::container_dir(&root, id) else {
+    release(config, &root, id);
+}
+
+/// Everything vibe-shim keeps for a container that runc destroys: `delete`
+/// before runc's, and the poststop hook when runc deletes it itself.
+pub fn release(config: &Path, root: &Path, id: &str) {
+    let Ok(dir) = state_dir::container_dir(root, id) else {
         return;
     };
     // Staged bind sources first: they are mounts inside the directory.
-    crate::stage::release_quietly(&root, id);
+    crate::stage::release_quietly(root, id);
     if let Err(e) = vibe_hooks::remove_host_rules(id) {
         eprintln!("vibe-shim: delete: network: {e}");
     }
-    unregister_egress(config, &root, id);
+    unregister_egress(config, root, id);
     if let Err(e) = state_dir::remove(&dir) {
         eprintln!("vibe-shim: delete: {e}");
     }

@@ -24,12 +24,12 @@ use crate::private_file::sealed_memfd;
 use crate::state_dir;
 
 /// runc exec flags that only say how to run the process, not what it is;
-/// they are handed on as given. Every other exec flag builds the process.
+/// they are handed on as given (`--pid-file` judged and resolved, see
+/// `host_paths`). Every other exec flag builds the process.
 const KEPT_FLAGS: &[&str] = &[
     "console-socket",
     "pidfd-socket",
     "detach",
-    "pid-file",
     "preserve-fds",
     "cgroup",
     "ignore-paused",
@@ -113,6 +113,17 @@ fn rewrite(
     container: &Value,
 ) -> Result<(Vec<OsString>, Vec<Change>), Refusal> {
     check_cgroups(items)?;
+    let pid_file = match flag_value(items, "pid-file").filter(|v| !v.is_empty()) {
+        Some(value) => {
+            let root = state_dir::runc_root(ctx.root.as_deref());
+            let bundle = state_dir::container_dir(&root, id)
+                .ok()
+                .and_then(|dir| super::create::recorded_engine_bundle(&dir));
+            let dirs = &ctx.policy.runtime.pid_file_dirs;
+            Some(super::host_paths::pid_file(value, bundle.as_deref(), dirs).map_err(refusal)?)
+        }
+        None => None,
+    };
     let process = match flag_value(items, "process").filter(|p| !p.is_empty()) {
         Some(path) => read_process_file(path)?,
         None => {
@@ -133,7 +144,15 @@ fn rewrite(
         .map_err(|e| denial(format!("cannot serialise process: {e}")))?;
     let min_fd = min_private_fd(flag_value(items, "preserve-fds"));
     let path = sealed_memfd(&out, min_fd).map_err(|e| denial(e.to_string()))?;
-    Ok((runc_args(args, items, &path, id), rewrite.changes))
+    let mut out = runc_args(args, items, &path, id);
+    if let Some(pid_file) = pid_file {
+        let at = out.len() - 2;
+        out.splice(
+            at..at,
+            [OsString::from("--pid-file"), pid_file.into_os_string()],
+        );
+    }
+    Ok((out, rewrite.changes))
 }
 
 /// `--process PATH`, the flags in [`KEPT_FLAGS`] as given, then `-- ID`
@@ -502,8 +521,13 @@ mod tests {
 
     #[test]
     fn flags_build_a_judged_process_file() {
+        let state = tempfile::tempdir().unwrap();
+        let state_dir = std::fs::canonicalize(state.path()).unwrap();
+        let pid_arg = format!("--pid-file={}/e1.pid", state_dir.display());
+        let mut policy = Policy::default();
+        policy.runtime.pid_file_dirs = vec![state_dir.clone()];
         let (args, p) = run(
-            Policy::default(),
+            policy,
             &[
                 "--detach",
                 "-e",
@@ -512,7 +536,7 @@ mod tests {
                 "CAP_SYS_ADMIN",
                 "-u",
                 "0",
-                "--pid-file=/p",
+                &pid_arg,
                 "--no-new-privs=false",
                 "ctr",
                 "sh",
@@ -524,7 +548,19 @@ mod tests {
         .unwrap();
         assert_eq!(args[0], "--process");
         assert!(args[1].starts_with("/proc/self/fd/"), "{args:?}");
-        assert_eq!(&args[2..], ["--detach", "--pid-file=/p", "--", "ctr"]);
+        let pid_file = format!("{}/e1.pid", state_dir.display());
+        assert_eq!(
+            &args[2..],
+            ["--detach", "--pid-file", pid_file.as_str(), "--", "ctr"]
+        );
+        // Outside the engines' state: refused.
+        let err = run(
+            Policy::default(),
+            &["--pid-file", "/etc/shadow", "-d", "ctr", "true"],
+            &judged(),
+        )
+        .unwrap_err();
+        assert_eq!(err.denial.rule, "pid_file");
         assert_eq!(p["args"], json!(["sh", "-c", "env"]));
         assert!(!p.to_string().contains("secret"));
         assert_eq!(p["capabilities"]["bounding"], json!([]));

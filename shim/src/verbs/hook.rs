@@ -11,7 +11,7 @@ use crate::policy_file;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookVerbError {
-    #[error("unknown hook {0:?} (expected \"network\", \"tmpfs-modes\" or \"kernel-tcp\")")]
+    #[error("unknown hook {0:?} (expected \"network\", \"tmpfs-modes\", \"kernel-tcp\" or \"release\")")]
     UnknownHook(String),
     #[error("cannot read the OCI state from stdin: {0}")]
     Stdin(std::io::Error),
@@ -38,13 +38,24 @@ pub fn run(
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
     use vibe_policy::rules::{resources::KERNEL_TCP_HOOK, tmpfs_modes};
-    if !["network", tmpfs_modes::HOOK_NAME, KERNEL_TCP_HOOK].contains(&name.as_str()) {
+    if !["network", tmpfs_modes::HOOK_NAME, KERNEL_TCP_HOOK, RELEASE_HOOK].contains(&name.as_str()) {
         return Err(HookVerbError::UnknownHook(name));
     }
     let mut state = Vec::new();
     stdin
         .read_to_end(&mut state)
         .map_err(HookVerbError::Stdin)?;
+    if name == RELEASE_HOOK {
+        // Best effort, never an error: runc's delete fails on a failed
+        // poststop hook, and an engine's delete must go on.
+        if let [_, flag, root, id] = args {
+            if let (true, Some(id)) = (flag == vibe_hooks::HOOK_RUNC_ROOT_FLAG, id.to_str()) {
+                let root = crate::state_dir::runc_root(Some(root));
+                super::delete::release(config, &root, id);
+            }
+        }
+        return Ok(());
+    }
     if name != "network" {
         // Everything it needs is in its (judged) arguments: no config.
         let rest: Vec<String> = args[1..]
@@ -64,6 +75,10 @@ pub fn run(
     vibe_hooks::register_egress(&state, &policy.network, &runc_root).map_err(network)?;
     Ok(())
 }
+
+/// The poststop hook (create's own entry: `--runc-root R ID`) that releases
+/// a container's staging when runc destroys it.
+pub const RELEASE_HOOK: &str = "release";
 
 /// `--runc-root R` among the hook's arguments (our own hook entry puts it
 /// there); runc's default root when absent.
@@ -93,6 +108,19 @@ mod tests {
             Some(std::ffi::OsStr::new("/run/docker/runtime-runc/moby"))
         );
         assert_eq!(runc_root_arg(&args[..1]), None);
+    }
+
+    #[test]
+    fn release_hook_never_fails_runcs_delete() {
+        // Nothing to release, malformed arguments, a bad id: all fine.
+        for args in [
+            &["release", "--runc-root", "/run/vibe-test-none", "gone"][..],
+            &["release"],
+            &["release", "--runc-root", "/r", "../escape"],
+        ] {
+            let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            assert!(run(Path::new("/nonexistent.toml"), &args, &mut "{}".as_bytes()).is_ok());
+        }
     }
 
     #[test]

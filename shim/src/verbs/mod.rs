@@ -1,11 +1,13 @@
 //! The verbs vibe-shim enforces (create, run, restore, exec, update, start),
 //! its own verbs (hook, policy), and what they share.
 
+pub mod checkpoint;
 pub mod create;
 pub mod delete;
 pub mod egress;
 pub mod exec;
 pub mod hook;
+pub mod host_paths;
 pub mod install;
 pub mod kernel_tcp_hook;
 pub mod lockdown;
