@@ -355,16 +355,23 @@ fn log_denial(request: &[u8], decision: &Decision) {
 /// first `runc` on the process's PATH, and in divert mode on systemd's
 /// default PATH, must be that file. Paths resolve with `RESOLVE_IN_ROOT`.
 fn lockdown_holds() -> Result<(), String> {
-    let engines = running_engines();
+    let engines: Vec<_> = running_engines()
+        .into_iter()
+        .map(|(whose, pid, path)| (whose, PathBuf::from(format!("/proc/{pid}/root")), path))
+        .collect();
     if engines.is_empty() {
         return Err("no running dockerd or containerd to check".into());
     }
-    for (whose, pid, engine_path) in engines {
-        let root = PathBuf::from(format!("/proc/{pid}/root"));
-        let record = lockdown::recorded_in(&root)
+    lockdown_holds_for(&engines)
+}
+
+/// [`lockdown_holds`] for these `(name, root, PATH)` engines.
+fn lockdown_holds_for(engines: &[(String, PathBuf, String)]) -> Result<(), String> {
+    for (whose, root, engine_path) in engines {
+        let record = lockdown::recorded_in(root)
             .map_err(|e| format!("{whose}: {e}"))?
             .ok_or_else(|| format!("{whose}: no lockdown record ({})", lockdown::RECORD_PATH))?;
-        let root_fd = open_dir(&root).map_err(|e| format!("{whose}: {}: {e}", root.display()))?;
+        let root_fd = open_dir(root).map_err(|e| format!("{whose}: {}: {e}", root.display()))?;
         let shim = identity(&root_fd, &record.shim)
             .map_err(|e| format!("{whose}: {}: {e}", record.shim.display()))?;
         if identity(&root_fd, &record.runc).ok() != Some(shim) {
@@ -374,7 +381,7 @@ fn lockdown_holds() -> Result<(), String> {
                 record.shim.display()
             ));
         }
-        let mut paths = vec![engine_path];
+        let mut paths = vec![engine_path.clone()];
         if record.mode == lockdown::Mode::Divert {
             paths.push(lockdown::ENGINE_PATH.to_string());
         }
@@ -560,6 +567,78 @@ mod tests {
         assert!(first_runc(&fd, "/nowhere").is_none());
         // A directory is not a file.
         assert!(identity(&fd, Path::new("/usr/bin")).is_err());
+    }
+
+    /// A record in a scratch root, as `install lockdown` writes it (divert).
+    fn locked_root() -> tempfile::TempDir {
+        use std::os::unix::fs::symlink;
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for dir in ["usr/bin", "usr/sbin", "usr/local/sbin", "etc/vibe-shim"] {
+            std::fs::create_dir_all(r.join(dir)).unwrap();
+        }
+        for file in ["usr/bin/vibe-shim", "usr/sbin/runc.vibe-shim-real"] {
+            std::fs::write(r.join(file), "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(r.join(file), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        symlink("/usr/bin/vibe-shim", r.join("usr/sbin/runc")).unwrap();
+        let record = r.join("etc/vibe-shim/lockdown.toml");
+        std::fs::write(
+            &record,
+            "mode = \"divert\"\nrunc = \"/usr/sbin/runc\"\n\
+             real = \"/usr/sbin/runc.vibe-shim-real\"\nshim = \"/usr/bin/vibe-shim\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o644)).unwrap();
+        root
+    }
+
+    /// Needs root (tests/run.sh's unit step is): the record must be
+    /// root-owned, and a record that is not counts as no lockdown.
+    #[test]
+    fn lockdown_holds_only_while_every_engine_finds_vibe_shim() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "run as root: the lockdown record must be root-owned"
+        );
+        let root = locked_root();
+        let r = root.path();
+        let check = |path: &str| {
+            lockdown_holds_for(&[("dockerd (pid 1)".into(), r.to_path_buf(), path.into())])
+        };
+        assert_eq!(check("/usr/local/sbin:/usr/sbin:/usr/bin"), Ok(()));
+        // A runc earlier on the engine's PATH, or on systemd's default one.
+        let err = check("/usr/bin/x:/usr/bin").unwrap_err();
+        assert!(err.contains("finds no runc"), "{err}");
+        std::fs::write(r.join("usr/local/sbin/runc"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            r.join("usr/local/sbin/runc"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let err = check("/usr/sbin").unwrap_err();
+        assert!(err.contains("finds /usr/local/sbin/runc first"), "{err}");
+        std::fs::remove_file(r.join("usr/local/sbin/runc")).unwrap();
+        // runc no longer vibe-shim (restored without the record going).
+        std::fs::remove_file(r.join("usr/sbin/runc")).unwrap();
+        std::os::unix::fs::symlink("runc.vibe-shim-real", r.join("usr/sbin/runc")).unwrap();
+        let err = check("/usr/sbin").unwrap_err();
+        assert!(
+            err.contains("/usr/sbin/runc is not /usr/bin/vibe-shim"),
+            "{err}"
+        );
+        // A record others can write, or none.
+        let root = locked_root();
+        let r = root.path();
+        let record = r.join("etc/vibe-shim/lockdown.toml");
+        let check = |path: &str| {
+            lockdown_holds_for(&[("dockerd (pid 1)".into(), r.to_path_buf(), path.into())])
+        };
+        std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(check("/usr/sbin").is_err());
+        std::fs::remove_file(&record).unwrap();
+        let err = check("/usr/sbin").unwrap_err();
+        assert!(err.contains("no lockdown record"), "{err}");
     }
 
     #[test]
