@@ -1,9 +1,10 @@
 //! End-to-end: the Docker API gate (`vibe-shim authz`) in front of a private
 //! dockerd of its own, started by `tests/env/authz.sh up` with
 //! `--authorization-plugin` (tests/run.sh's e2e-authz step does that and
-//! sets VIBE_AUTHZ_E2E=1; without it these tests print why and pass, since
-//! that step always runs them). Refusals are checked as the client sees
-//! them and by host evidence; the allowed container is judged from inside.
+//! sets VIBE_AUTHZ_E2E=1; the general e2e steps leave this suite out). The
+//! older tests print why and pass without it; those of `authz_env_required`
+//! fail. Refusals are checked as the client sees them and by host evidence;
+//! the allowed container is judged from inside.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
