@@ -14,6 +14,7 @@
 
 use std::convert::Infallible;
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::net::UnixListener;
@@ -33,6 +35,7 @@ use vibe_policy::{Denial, Policy};
 
 use crate::host::RealHost;
 use crate::policy_file;
+use crate::verbs::lockdown;
 
 pub const DEFAULT_SOCKET: &str = "/run/docker/plugins/vibe-shim.sock";
 /// A plugin request: a body dockerd shows is < 1 MiB, base64 makes 4/3 of
@@ -43,7 +46,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuthzError {
-    #[error("usage: vibe-shim authz [--config PATH] [--socket PATH] [--runtime NAME]... [--default-runtime NAME]: {0}")]
+    #[error("usage: vibe-shim authz [--config PATH] [--socket PATH] [--runtime NAME]... [--default-runtime NAME] [--allow-bind-create] [--allow-cgroup-parent]: {0}")]
     Usage(String),
     #[error("{0}")]
     Policy(#[from] policy_file::PolicyFileError),
@@ -94,6 +97,7 @@ fn parse_args(config: &Path, args: &[OsString]) -> Result<Options, AuthzError> {
             "--runtime" => runtimes.push(value()?),
             "--default-runtime" => opts.gate.default_runtime = value()?,
             "--allow-bind-create" if inline.is_none() => opts.gate.allow_bind_create = true,
+            "--allow-cgroup-parent" if inline.is_none() => opts.gate.allow_cgroup_parent = true,
             other => return Err(AuthzError::Usage(format!("unknown argument {other}"))),
         }
     }
@@ -125,13 +129,18 @@ fn serve(config: &Path, args: &[OsString]) -> Result<(), AuthzError> {
     runtime.block_on(async move {
         let listener = bind(&opts.socket)?;
         eprintln!(
-            "vibe-shim: authz: serving {} (policy {}, runtimes {:?}, default runtime {}{})",
+            "vibe-shim: authz: serving {} (policy {}, runtimes {:?}, default runtime {}{}{})",
             opts.socket.display(),
             opts.config.display(),
             opts.gate.runtimes,
             opts.gate.default_runtime,
             if opts.gate.allow_bind_create {
                 ", --allow-bind-create"
+            } else {
+                ""
+            },
+            if opts.gate.allow_cgroup_parent {
+                ", --allow-cgroup-parent"
             } else {
                 ""
             }
@@ -286,6 +295,7 @@ fn judge(bytes: &[u8], policy: &Policy, gate: &Gate) -> Decision {
         policy,
         gate,
         host: &host,
+        lockdown: &lockdown_holds,
     };
     decide(
         &vibe_policy::authz::Request {
@@ -337,6 +347,151 @@ fn log_denial(request: &[u8], decision: &Decision) {
     eprintln!("{line}");
 }
 
+/// Whether lockdown holds now, checked afresh for each build request and
+/// failing closed. For every running dockerd and containerd (which hands
+/// its PATH to the runc shims), inside that process's root (the plugin and
+/// the engine may each have a mount namespace of their own): the lockdown
+/// record there must name a `runc` that is the recorded vibe-shim, and the
+/// first `runc` on the process's PATH, and in divert mode on systemd's
+/// default PATH, must be that file. Paths resolve with `RESOLVE_IN_ROOT`.
+fn lockdown_holds() -> Result<(), String> {
+    let engines: Vec<_> = running_engines()
+        .into_iter()
+        .map(|(whose, pid, path)| (whose, PathBuf::from(format!("/proc/{pid}/root")), path))
+        .collect();
+    if engines.is_empty() {
+        return Err("no running dockerd or containerd to check".into());
+    }
+    lockdown_holds_for(&engines)
+}
+
+/// [`lockdown_holds`] for these `(name, root, PATH)` engines.
+fn lockdown_holds_for(engines: &[(String, PathBuf, String)]) -> Result<(), String> {
+    for (whose, root, engine_path) in engines {
+        let record = lockdown::recorded_in(root)
+            .map_err(|e| format!("{whose}: {e}"))?
+            .ok_or_else(|| format!("{whose}: no lockdown record ({})", lockdown::RECORD_PATH))?;
+        let root_fd = open_dir(root).map_err(|e| format!("{whose}: {}: {e}", root.display()))?;
+        let shim = identity(&root_fd, &record.shim)
+            .map_err(|e| format!("{whose}: {}: {e}", record.shim.display()))?;
+        if identity(&root_fd, &record.runc).ok() != Some(shim) {
+            return Err(format!(
+                "{whose}: {} is not {}",
+                record.runc.display(),
+                record.shim.display()
+            ));
+        }
+        let mut paths = vec![engine_path.clone()];
+        if record.mode == lockdown::Mode::Divert {
+            paths.push(lockdown::ENGINE_PATH.to_string());
+        }
+        for path in paths {
+            match first_runc(&root_fd, &path) {
+                Some((_, id)) if id == shim => {}
+                Some((found, _)) => {
+                    return Err(format!(
+                        "{whose}: PATH {path} finds {} first, not vibe-shim",
+                        found.display()
+                    ))
+                }
+                None => return Err(format!("{whose}: PATH {path} finds no runc")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `(name, pid, PATH)` of every running dockerd and containerd.
+fn running_engines() -> Vec<(String, String, String)> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in procs.flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let dir = entry.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let comm = comm.trim();
+        if !matches!(comm, "dockerd" | "containerd") {
+            continue;
+        }
+        // Gone meanwhile, or unreadable: an empty PATH finds no runc, which
+        // refuses (fail closed) unless the process is gone.
+        let Ok(environ) = std::fs::read(dir.join("environ")) else {
+            continue;
+        };
+        let path = environ
+            .split(|b| *b == 0)
+            .find_map(|kv| kv.strip_prefix(b"PATH="))
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .unwrap_or_default();
+        found.push((format!("{comm} (pid {pid})"), pid, path));
+    }
+    found
+}
+
+type FileId = (u64, u64);
+
+fn open_dir(path: &Path) -> Result<OwnedFd, nix::Error> {
+    let fd = nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    // SAFETY: open just returned this fd, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// (device, inode) of the regular file at `path`, symlinks resolved as
+/// inside `root`.
+fn identity(root: &OwnedFd, path: &Path) -> Result<FileId, nix::Error> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(root.as_raw_fd(), path, how)?;
+    // SAFETY: openat2 just returned this fd, and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let st = nix::sys::stat::fstat(fd.as_raw_fd())?;
+    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+        return Err(nix::Error::EINVAL);
+    }
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// The `runc` Go's `exec.LookPath` finds on `path` inside `root`: the first
+/// regular file with an execute bit. A relative entry is refused (Go >=
+/// 1.19 refuses what it finds there; older ones use it).
+fn first_runc(root: &OwnedFd, path: &str) -> Option<(PathBuf, FileId)> {
+    // Go splits an empty PATH into no entries at all.
+    if path.is_empty() {
+        return None;
+    }
+    for dir in path.split(':') {
+        if !dir.starts_with('/') {
+            return Some((PathBuf::from(dir).join("runc"), (0, 0)));
+        }
+        let candidate = Path::new(dir).join("runc");
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let Ok(fd) = openat2(root.as_raw_fd(), &candidate, how) else {
+            continue;
+        };
+        // SAFETY: openat2 just returned this fd, and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) else {
+            continue;
+        };
+        if st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG && st.st_mode & 0o111 != 0 {
+            return Some((candidate, (st.st_dev, st.st_ino)));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,6 +526,121 @@ mod tests {
         }
     }
 
+    /// The runc an engine finds is looked up inside its root: an absolute
+    /// symlink there resolves there, and a shadow earlier on PATH wins.
+    #[test]
+    fn runc_is_resolved_inside_the_engines_root() {
+        use std::os::unix::fs::symlink;
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for dir in ["usr/bin", "usr/sbin", "usr/local/sbin"] {
+            std::fs::create_dir_all(r.join(dir)).unwrap();
+        }
+        let exe = |path: &Path| {
+            std::fs::write(path, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        exe(&r.join("usr/bin/vibe-shim"));
+        symlink("/usr/bin/vibe-shim", r.join("usr/sbin/runc")).unwrap();
+        let fd = open_dir(r).unwrap();
+        let shim = identity(&fd, Path::new("/usr/bin/vibe-shim")).unwrap();
+        assert_eq!(identity(&fd, Path::new("/usr/sbin/runc")).unwrap(), shim);
+        let (found, id) = first_runc(&fd, "/usr/local/sbin:/usr/sbin").unwrap();
+        assert_eq!((found.as_path(), id), (Path::new("/usr/sbin/runc"), shim));
+        // `..` cannot climb out of the root either.
+        symlink(
+            "../../../../../../usr/bin/vibe-shim",
+            r.join("usr/local/sbin/up"),
+        )
+        .unwrap();
+        assert_eq!(
+            identity(&fd, Path::new("/usr/local/sbin/up")).unwrap(),
+            shim
+        );
+        // A shadow earlier on PATH, and a relative entry, are what Go finds.
+        exe(&r.join("usr/local/sbin/runc"));
+        let (found, id) = first_runc(&fd, "/usr/local/sbin:/usr/sbin").unwrap();
+        assert_eq!(found, Path::new("/usr/local/sbin/runc"));
+        assert_ne!(id, shim);
+        assert_ne!(first_runc(&fd, "bin:/usr/sbin").unwrap().1, shim);
+        assert!(first_runc(&fd, "").is_none());
+        assert!(first_runc(&fd, "/nowhere").is_none());
+        // A directory is not a file.
+        assert!(identity(&fd, Path::new("/usr/bin")).is_err());
+    }
+
+    /// A record in a scratch root, as `install lockdown` writes it (divert).
+    fn locked_root() -> tempfile::TempDir {
+        use std::os::unix::fs::symlink;
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for dir in ["usr/bin", "usr/sbin", "usr/local/sbin", "etc/vibe-shim"] {
+            std::fs::create_dir_all(r.join(dir)).unwrap();
+        }
+        for file in ["usr/bin/vibe-shim", "usr/sbin/runc.vibe-shim-real"] {
+            std::fs::write(r.join(file), "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(r.join(file), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        symlink("/usr/bin/vibe-shim", r.join("usr/sbin/runc")).unwrap();
+        let record = r.join("etc/vibe-shim/lockdown.toml");
+        std::fs::write(
+            &record,
+            "mode = \"divert\"\nrunc = \"/usr/sbin/runc\"\n\
+             real = \"/usr/sbin/runc.vibe-shim-real\"\nshim = \"/usr/bin/vibe-shim\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o644)).unwrap();
+        root
+    }
+
+    /// Needs root (tests/run.sh's unit step is): the record must be
+    /// root-owned, and a record that is not counts as no lockdown.
+    #[test]
+    fn lockdown_holds_only_while_every_engine_finds_vibe_shim() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "run as root: the lockdown record must be root-owned"
+        );
+        let root = locked_root();
+        let r = root.path();
+        let check = |path: &str| {
+            lockdown_holds_for(&[("dockerd (pid 1)".into(), r.to_path_buf(), path.into())])
+        };
+        assert_eq!(check("/usr/local/sbin:/usr/sbin:/usr/bin"), Ok(()));
+        // A runc earlier on the engine's PATH, or on systemd's default one.
+        let err = check("/usr/bin/x:/usr/bin").unwrap_err();
+        assert!(err.contains("finds no runc"), "{err}");
+        std::fs::write(r.join("usr/local/sbin/runc"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            r.join("usr/local/sbin/runc"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let err = check("/usr/sbin").unwrap_err();
+        assert!(err.contains("finds /usr/local/sbin/runc first"), "{err}");
+        std::fs::remove_file(r.join("usr/local/sbin/runc")).unwrap();
+        // runc no longer vibe-shim (restored without the record going).
+        std::fs::remove_file(r.join("usr/sbin/runc")).unwrap();
+        std::os::unix::fs::symlink("runc.vibe-shim-real", r.join("usr/sbin/runc")).unwrap();
+        let err = check("/usr/sbin").unwrap_err();
+        assert!(
+            err.contains("/usr/sbin/runc is not /usr/bin/vibe-shim"),
+            "{err}"
+        );
+        // A record others can write, or none.
+        let root = locked_root();
+        let r = root.path();
+        let record = r.join("etc/vibe-shim/lockdown.toml");
+        let check = |path: &str| {
+            lockdown_holds_for(&[("dockerd (pid 1)".into(), r.to_path_buf(), path.into())])
+        };
+        std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(check("/usr/sbin").is_err());
+        std::fs::remove_file(&record).unwrap();
+        let err = check("/usr/sbin").unwrap_err();
+        assert!(err.contains("no lockdown record"), "{err}");
+    }
+
     #[test]
     fn args() {
         let args: Vec<OsString> = ["--socket=/s", "--runtime", "a", "--runtime", "b"]
@@ -387,5 +657,13 @@ mod tests {
         assert!(o.gate.allow_bind_create);
         // A switch, not a flag with a value.
         assert!(parse_args(Path::new("/c"), &[OsString::from("--allow-bind-create=no")]).is_err());
+        assert!(!o.gate.allow_cgroup_parent);
+        let o = parse_args(Path::new("/c"), &[OsString::from("--allow-cgroup-parent")]).unwrap();
+        assert!(o.gate.allow_cgroup_parent);
+        assert!(parse_args(
+            Path::new("/c"),
+            &[OsString::from("--allow-cgroup-parent=1")]
+        )
+        .is_err());
     }
 }

@@ -133,6 +133,12 @@ fn judge_host_config(hc: &Value, prefix: &str, strict: bool, cx: &Cx) -> Result<
         ));
     }
     judge_log_config(hc, prefix)?;
+    let field = format!("{prefix}/CgroupParent");
+    match hc.get("CgroupParent") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(parent)) => super::build::judge_cgroup_parent(parent, &field, cx)?,
+        Some(other) => return Err(type_denial(&field, other, "a string")),
+    }
     // What a device request adds (CDI specs' devices, mounts and hooks,
     // the nvidia prestart hook) is chosen by files on the host, not by
     // anything the gate sees; the policy grants no devices.

@@ -28,15 +28,22 @@
 //! - swarm service create/update and swarm init/join: tasks are created by
 //!   dockerd's executor inside the daemon, never through this API.
 //!
+//! - `HostConfig.CgroupParent` and a build's `cgroupparent`, unless
+//!   [`Gate::allow_cgroup_parent`] ([`build`]);
+//! - `/build`, `/session` and `/grpc` unless lockdown holds (build steps
+//!   reach the daemon's runtimes without a create the gate sees), and a
+//!   build parameter that is unknown, a remote context, or a network mode
+//!   that is not the steps' own ([`build`]).
+//!
 //! Allowed on purpose: `docker export` (moby's `containerExport` tars the
 //! container's own layer mount, not its binds), exec and update (the
-//! runtime enforces both), `/build`, `/session` and `/grpc` (BuildKit's
-//! RUN steps go through the runtime under lockdown), everything else.
+//! runtime enforces both), everything else.
 //!
 //! A body that is needed but not shown, too large, not JSON, or spelled so
 //! dockerd (Go's `encoding/json`) would read other keys than the gate does
 //! is refused: fail closed.
 
+mod build;
 mod create;
 mod network;
 pub mod route;
@@ -62,6 +69,7 @@ pub const RULE_PLUGINS: &str = "authz-plugins";
 pub const RULE_SWARM: &str = "authz-swarm";
 pub const RULE_DEVICES: &str = "authz-devices";
 pub const RULE_ANNOTATIONS: &str = "authz-annotations";
+pub use build::{RULE_BUILD, RULE_CGROUP_PARENT};
 pub use create::{RULE_LOG, RULE_RUNTIME, RULE_VOLUMES_FROM};
 pub use network::{RULE_NETWORK, RULE_SYSCTLS};
 pub use volume::RULE as RULE_VOLUME;
@@ -86,6 +94,11 @@ pub struct Gate {
     /// a container planted in a directory it writes after this judgement;
     /// `--mount type=bind` never creates and is always judged as usual.
     pub allow_bind_create: bool,
+    /// Let through a client's cgroup parent (`--cgroup-parent`, a build's
+    /// `cgroupparent`). Off: a parent such as `/docker/<id>` nests the
+    /// container under another container's cgroup, so what it forks counts
+    /// against that container's pids and memory limits.
+    pub allow_cgroup_parent: bool,
 }
 
 impl Default for Gate {
@@ -94,15 +107,23 @@ impl Default for Gate {
             runtimes: vec!["vibe-shim".to_string()],
             default_runtime: "runc".to_string(),
             allow_bind_create: false,
+            allow_cgroup_parent: false,
         }
     }
 }
+
+/// Whether lockdown holds on this host now (`Err`: why not). The server
+/// checks it afresh for each request that needs it; a record that does not
+/// hold counts as no lockdown.
+pub type LockdownCheck<'a> = &'a dyn Fn() -> Result<(), String>;
 
 /// What one decision reads.
 pub struct Cx<'a> {
     pub policy: &'a Policy,
     pub gate: &'a Gate,
     pub host: &'a dyn HostView,
+    /// Asked only for builds.
+    pub lockdown: LockdownCheck<'a>,
 }
 
 /// One API request as dockerd shows it to the plugin.
@@ -184,6 +205,8 @@ pub fn decide(req: &Request, cx: &Cx) -> Decision {
             "swarm services and swarm init/join are refused: dockerd creates their containers \
              inside the daemon, where this gate cannot judge them",
         )),
+        Endpoint::Build => build::judge_build(req, cx),
+        Endpoint::BuildKit => build::judge_buildkit("BuildKit (/session, /grpc)", cx),
         Endpoint::ContainerStart { .. } | Endpoint::Export | Endpoint::Other => Ok(()),
     };
     Decision {

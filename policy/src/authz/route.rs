@@ -33,6 +33,10 @@ pub enum Endpoint {
     /// Swarm: `/services/create`, `/services/{id}/update`, `/swarm/init`,
     /// `/swarm/join`.
     Swarm,
+    /// `POST /build`.
+    Build,
+    /// `POST /session`, `POST /grpc`: BuildKit's hijacked endpoints.
+    BuildKit,
     Other,
 }
 
@@ -49,6 +53,8 @@ impl Endpoint {
             Endpoint::NetworkCreate => "network-create",
             Endpoint::PluginInstall => "plugin-install",
             Endpoint::Swarm => "swarm",
+            Endpoint::Build => "build",
+            Endpoint::BuildKit => "buildkit",
             Endpoint::Other => "other",
         }
     }
@@ -115,6 +121,8 @@ pub fn classify(method: &str, uri: &str) -> Result<Endpoint, RouteError> {
         Some("swarm") if post && segments.len() == 2 && matches!(last, "init" | "join") => {
             Endpoint::Swarm
         }
+        Some("build") if post && segments.len() == 1 => Endpoint::Build,
+        Some("session" | "grpc") if post && segments.len() == 1 => Endpoint::BuildKit,
         _ => Endpoint::Other,
     };
     Ok(endpoint)
@@ -261,6 +269,12 @@ mod tests {
         assert_eq!(ep("POST", "/services/s/update"), Endpoint::Swarm);
         assert_eq!(ep("POST", "/swarm/join"), Endpoint::Swarm);
         assert_eq!(ep("POST", "/swarm/leave"), Endpoint::Other);
+        assert_eq!(ep("POST", "/v1.41/build?remote=x"), Endpoint::Build);
+        assert_eq!(ep("POST", "/%62uild/"), Endpoint::Build);
+        assert_eq!(ep("POST", "/build/prune"), Endpoint::Other);
+        assert_eq!(ep("POST", "/v1.51/session"), Endpoint::BuildKit);
+        assert_eq!(ep("POST", "/grpc"), Endpoint::BuildKit);
+        assert_eq!(ep("GET", "/build"), Endpoint::Other);
         assert_eq!(ep("GET", "/containers/json"), Endpoint::Other);
         assert_eq!(ep("POST", "/containers/abc/update"), Endpoint::Other);
     }

@@ -72,6 +72,7 @@ pub const NETWORK_CONNECT: &[Field] = &[
 
 /// The judged fields of `container.HostConfig`.
 pub const HOST_CONFIG: &[Field] = &[
+    Field("CgroupParent", Leaf),
     Field("Sysctls", Map(&Leaf)),
     Field("DeviceRequests", Any),
     Field("Annotations", Map(&Leaf)),
@@ -89,6 +90,7 @@ pub const HOST_CONFIG: &[Field] = &[
 /// read at the top level (used when `HostConfig` is absent). Both places are
 /// judged. No `container.Config` field shares a name with these.
 pub const CREATE: &[Field] = &[
+    Field("CgroupParent", Leaf),
     Field("Sysctls", Map(&Leaf)),
     Field("NetworkingConfig", NETWORKING_CONFIG),
     Field("DeviceRequests", Any),

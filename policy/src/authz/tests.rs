@@ -21,7 +21,17 @@ fn gate() -> Gate {
         runtimes: vec!["vibe-shim".into(), "runc".into()],
         default_runtime: "runc".into(),
         allow_bind_create: true,
+        allow_cgroup_parent: false,
     }
+}
+
+/// The host of most tests: no lockdown.
+fn no_lockdown() -> Result<(), String> {
+    Err("no lockdown record".into())
+}
+
+fn locked_down() -> Result<(), String> {
+    Ok(())
 }
 
 fn decide_with(method: &str, uri: &str, body: &[u8], host: &FakeHost, gate: &Gate) -> Decision {
@@ -30,6 +40,7 @@ fn decide_with(method: &str, uri: &str, body: &[u8], host: &FakeHost, gate: &Gat
         policy: &policy,
         gate,
         host,
+        lockdown: &no_lockdown,
     };
     let req = Request {
         method,
@@ -265,9 +276,7 @@ fn doors_refused_and_allowed() {
         ("GET", "/containers/abc/export"),
         ("POST", "/containers/abc/update"),
         ("POST", "/containers/abc/exec"),
-        ("POST", "/build"),
-        ("POST", "/session"),
-        ("POST", "/grpc"),
+        ("POST", "/build/prune"),
         ("GET", "/_ping"),
         ("POST", "/containers/abc/start"),
     ] {
@@ -292,6 +301,7 @@ fn old_api_start_host_config_is_judged() {
         policy: &policy,
         gate: &gate(),
         host: &host,
+        lockdown: &no_lockdown,
     };
     let empty = [("Content-Length".to_string(), "0".to_string())];
     let req = |headers| Request {
@@ -682,9 +692,6 @@ fn docker28_routes() {
     for (m, uri) in [
         ("GET", "/v1.51/containers/abc/export"),
         ("POST", "/v1.51/commit?container=abc"),
-        ("POST", "/v1.51/grpc"),
-        ("POST", "/v1.51/session"),
-        ("POST", "/v1.51/build?networkmode=host"),
         ("POST", "/v1.51/containers/abc/exec"),
         ("POST", "/v1.51/secrets/create"),
         ("POST", "/v1.51/configs/create"),
@@ -886,4 +893,247 @@ fn network_create_may_not_touch_the_hosts_networking() {
         denied(&run(json!({"Name": "n", "Bogus": 1}))).rule,
         RULE_NETWORK
     );
+}
+
+// ---- builds, BuildKit and cgroup parents --------------------------------------
+
+/// A request judged with these headers and this lockdown answer.
+fn judge_full(
+    method: &str,
+    uri: &str,
+    headers: &[(String, String)],
+    gate: &Gate,
+    lockdown: LockdownCheck,
+) -> Decision {
+    let policy = policy();
+    let host = FakeHost::new();
+    let cx = Cx {
+        policy: &policy,
+        gate,
+        host: &host,
+        lockdown,
+    };
+    let req = Request {
+        method,
+        uri,
+        headers,
+        body: b"",
+    };
+    decide(&req, &cx)
+}
+
+fn build(uri: &str, lockdown: LockdownCheck) -> Decision {
+    judge_full("POST", uri, &[], &gate(), lockdown)
+}
+
+#[test]
+fn builds_and_buildkit_are_refused_without_lockdown() {
+    for uri in [
+        "/v1.41/build",
+        "/build?t=x&version=1",
+        "/v1.51/build?version=2&remote=client-session&session=abc",
+        "/%62uild",
+    ] {
+        let d = build(uri, &no_lockdown);
+        refused_at(&d, RULE_BUILD, "lockdown", &uri);
+        assert!(denied(&d).value.contains("no lockdown record"), "{d:?}");
+        assert!(build(uri, &locked_down).allowed(), "{uri}");
+    }
+    for uri in ["/session", "/v1.41/grpc", "/v1.51/session/"] {
+        refused_at(&build(uri, &no_lockdown), RULE_BUILD, "lockdown", &uri);
+        assert!(build(uri, &locked_down).allowed(), "{uri}");
+    }
+    // The legacy builder's steps run under the daemon's default runtime:
+    // under lockdown too, it must be one the gate accepts.
+    let other_default = Gate {
+        default_runtime: "crun".into(),
+        ..gate()
+    };
+    let d = judge_full("POST", "/build", &[], &other_default, &locked_down);
+    refused_at(&d, RULE_BUILD, "lockdown", &"crun default");
+    assert!(denied(&d).value.contains("crun"), "{d:?}");
+    // Other build routes run nothing.
+    assert!(build("/build/prune", &no_lockdown).allowed());
+    assert!(build("/build/cancel?id=x", &no_lockdown).allowed());
+}
+
+#[test]
+fn build_parameters_are_judged_before_lockdown() {
+    for (uri, field) in [
+        ("/build?networkmode=host", "?networkmode"),
+        ("/build?networkmode=container:victim", "?networkmode"),
+        ("/build?networkmode=mynet", "?networkmode"),
+        ("/build?net%77orkmode=host", "?networkmode"),
+        ("/build?remote=http://169.254.169.254/ctx.tar", "?remote"),
+        ("/build?remote=git://127.0.0.1/x.git", "?remote"),
+        ("/build?remote=https://github.com/a/b.git%23main", "?remote"),
+        ("/build?isolation=hyperv", "?isolation"),
+        ("/build?securityopt=", "?securityopt"),
+        ("/build?version=3", "?version"),
+        ("/build?shmsize=1g", "?shmsize"),
+        ("/build?buildargs=%7B", "?buildargs"),
+        ("/build?buildargs=%7B%22A%22:1%7D", "?buildargs"),
+        ("/build?labels=[]", "?labels"),
+        ("/build?cachefrom=%7B%7D", "?cachefrom"),
+        ("/build?ulimits=%7B%7D", "?ulimits"),
+        ("/build?outputs=[%7B%22Type%22:%22exec%22%7D]", "?outputs"),
+        // Unknown to the route: refused, as unknown create fields are.
+        ("/build?privileged=1", "?privileged"),
+        ("/build?NetworkMode=host", "?NetworkMode"),
+        ("/build?=x", "?"),
+        // FormValue reads the first only: a repeat is refused.
+        ("/build?networkmode=none&networkmode=host", "?networkmode"),
+        ("/build?remote=&remote=http://x/", "?remote"),
+        // Go < 1.17 splits on `;`, later ones drop the pair.
+        ("/build?t=a;networkmode=host", "RequestURI"),
+        ("/build?t=%zz", "RequestURI"),
+        ("/build?t=%ff", "RequestURI"),
+    ] {
+        for lockdown in [&no_lockdown as LockdownCheck, &locked_down] {
+            refused_at(&build(uri, lockdown), RULE_BUILD, field, &uri);
+        }
+    }
+    // What the steps get under lockdown (the runtime judges the rest).
+    let uri = "/v1.41/build?t=a&t=b&extrahosts=h:192.0.2.1&extrahosts=g:192.0.2.2\
+               &networkmode=none&remote=&dockerfile=Dockerfile&q=1&nocache=1&rm=1&forcerm=0\
+               &pull=1&memory=1&memswap=-1&cpushares=2&cpusetcpus=0&cpusetmems=0\
+               &cpuperiod=100000&cpuquota=50000&shmsize=67108864&squash=0&platform=linux/amd64\
+               &target=t&version=1&cgroupparent=&isolation=default&session=s&buildid=b\
+               &buildargs=%7B%22A%22:%22x%22,%22B%22:null%7D&labels=%7B%22l%22:%22v%22%7D\
+               &cachefrom=[%22img%22]&ulimits=[%7B%22Name%22:%22nofile%22,%22Hard%22:9,%22Soft%22:9%7D]\
+               &outputs=[%7B%22Type%22:%22moby%22,%22Attrs%22:%7B%7D%7D]";
+    assert!(
+        build(uri, &locked_down).allowed(),
+        "{:?}",
+        build(uri, &locked_down)
+    );
+    for mode in ["default", "bridge", "none", ""] {
+        let uri = format!("/build?networkmode={mode}");
+        assert!(build(&uri, &locked_down).allowed(), "{uri}");
+    }
+    assert!(build("/build?remote=client-session&version=2", &locked_down).allowed());
+    // Go folds `type` to Type: judged as dockerd reads it.
+    let uri = "/build?outputs=[%7B%22type%22:%22moby%22%7D]";
+    assert!(!build(uri, &locked_down).allowed());
+}
+
+#[test]
+fn build_form_bodies_are_refused() {
+    // Go's ParseForm reads an urlencoded body into r.Form ahead of the
+    // query; the plugin is not shown that body.
+    for ct in [
+        "application/x-www-form-urlencoded",
+        "Application/X-WWW-Form-Urlencoded; charset=utf-8",
+        "multipart/form-data; boundary=x",
+    ] {
+        let headers = [("Content-Type".to_string(), ct.to_string())];
+        for lockdown in [&no_lockdown as LockdownCheck, &locked_down] {
+            let d = judge_full("POST", "/build", &headers, &gate(), lockdown);
+            refused_at(&d, RULE_BUILD, "Content-Type", &ct);
+        }
+    }
+    let tar = [("Content-Type".to_string(), "application/x-tar".to_string())];
+    assert!(judge_full("POST", "/build", &tar, &gate(), &locked_down).allowed());
+}
+
+#[test]
+fn cgroup_parents_are_refused_unless_allowed() {
+    let allowing = Gate {
+        allow_cgroup_parent: true,
+        ..gate()
+    };
+    let host = FakeHost::new();
+    for (body, field) in [
+        (
+            r#"{"HostConfig":{"CgroupParent":"/docker/victim"}}"#,
+            "/HostConfig/CgroupParent",
+        ),
+        (
+            r#"{"HostConfig":{"CgroupParent":"/"}}"#,
+            "/HostConfig/CgroupParent",
+        ),
+        (
+            r#"{"HostConfig":{"CgroupParent":"system.slice"}}"#,
+            "/HostConfig/CgroupParent",
+        ),
+        // 20.10 reads the top level when HostConfig is absent.
+        (
+            r#"{"Image":"x","CgroupParent":"/docker/victim"}"#,
+            "/CgroupParent",
+        ),
+    ] {
+        let d = decide_with(
+            "POST",
+            "/containers/create",
+            body.as_bytes(),
+            &host,
+            &gate(),
+        );
+        refused_at(&d, RULE_CGROUP_PARENT, field, &body);
+        let d = decide_with(
+            "POST",
+            "/containers/create",
+            body.as_bytes(),
+            &host,
+            &allowing,
+        );
+        assert!(d.allowed(), "{body}: {d:?}");
+    }
+    // Spelled so Go reads CgroupParent while serde would not.
+    for body in [
+        r#"{"HostConfig":{"cgroupparent":"/docker/victim"}}"#,
+        r#"{"HostConfig":{"CgroupParent":"","CgroupParent":"/docker/victim"}}"#,
+    ] {
+        let d = decide_with(
+            "POST",
+            "/containers/create",
+            body.as_bytes(),
+            &host,
+            &gate(),
+        );
+        assert_eq!(denied(&d).rule, gojson::RULE, "{body}");
+    }
+    let d = decide_with(
+        "POST",
+        "/containers/create",
+        br#"{"HostConfig":{"CgroupParent":7}}"#,
+        &host,
+        &allowing,
+    );
+    assert_eq!(denied(&d).rule, RULE_BODY);
+    assert!(create(r#"{"HostConfig":{"CgroupParent":""}}"#).allowed());
+    assert!(create(r#"{"HostConfig":{"CgroupParent":null}}"#).allowed());
+    // The pre-1.24 start's HostConfig too.
+    let d = decide_with(
+        "POST",
+        "/v1.23/containers/abc/start",
+        br#"{"CgroupParent":"/docker/victim"}"#,
+        &host,
+        &gate(),
+    );
+    refused_at(&d, RULE_CGROUP_PARENT, "/CgroupParent", &"old start");
+    // A build's, judged before lockdown.
+    for lockdown in [&no_lockdown as LockdownCheck, &locked_down] {
+        let d = build("/build?cgroupparent=/docker/victim", lockdown);
+        refused_at(&d, RULE_CGROUP_PARENT, "?cgroupparent", &"build");
+    }
+    let d = judge_full(
+        "POST",
+        "/build?cgroupparent=/docker/victim",
+        &[],
+        &allowing,
+        &locked_down,
+    );
+    assert!(d.allowed(), "{d:?}");
+}
+
+proptest! {
+    /// Whatever the query, a build is judged without panicking, and never
+    /// allowed without lockdown.
+    #[test]
+    fn any_build_query_is_refused_without_lockdown(query in "[a-z%+;=&:/.0-9A-F\\[\\]{}\"]{0,80}") {
+        let uri = format!("/build?{query}");
+        prop_assert!(!build(&uri, &no_lockdown).allowed());
+        let _ = build(&uri, &locked_down);
+    }
 }

@@ -92,6 +92,13 @@ pub fn recorded_real_runc() -> Result<Option<PathBuf>, LockdownError> {
     read_record(Path::new("/")).map(|r| r.map(|r| r.real))
 }
 
+/// The whole lockdown record of the root at `root` (as seen from here),
+/// checked as [`recorded_real_runc`] checks it: the API gate verifies that
+/// it still holds for each engine.
+pub fn recorded_in(root: &Path) -> Result<Option<Record>, LockdownError> {
+    read_record(root)
+}
+
 fn read_record(root: &Path) -> Result<Option<Record>, LockdownError> {
     let path = inside(root, Path::new(RECORD_PATH));
     let fail = |message: String| LockdownError::Record {
