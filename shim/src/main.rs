@@ -212,8 +212,7 @@ fn find_runtime(configured: Option<&Path>) -> Result<(PathBuf, bool), runtime::R
         let recorded = verbs::lockdown::recorded_real_runc()
             .map_err(|e| runtime::RuntimeError::Lockdown(e.to_string()))?;
         if let Some(real) = recorded {
-            return runtime::check_recorded(&real, runtime::own_exe().as_ref())
-                .map(|p| (p, true));
+            return runtime::check_recorded(&real, runtime::own_exe().as_ref()).map(|p| (p, true));
         }
     }
     runtime::find(
@@ -396,7 +395,17 @@ fn exec_runc(inv: &Invocation, runtime: &Path, sealed: bool, runc_args: Vec<OsSt
         .collect();
     let error = match (program, argv) {
         (Ok(_), Ok(argv)) if sealed => match runtime::exec_sealed(runtime, &argv) {
-            Err(e) => return fail(inv, &Denial::new("runtime", "lockdown", runtime.display().to_string(), e.to_string())),
+            Err(e) => {
+                return fail(
+                    inv,
+                    &Denial::new(
+                        "runtime",
+                        "lockdown",
+                        runtime.display().to_string(),
+                        e.to_string(),
+                    ),
+                )
+            }
             Ok(never) => match never {},
         },
         (Ok(program), Ok(argv)) => match nix::unistd::execv(&program, &argv) {

@@ -178,9 +178,7 @@ pub fn sealed_copy(path: &Path) -> Result<std::os::fd::OwnedFd, SealedExecError>
         Err(nix::errno::Errno::EINVAL) => memfd_create(name, base),
         other => other,
     }
-    .map_err(|e| {
-        fail("memfd_create (vm.memfd_noexec=2 forbids executable memfds)")(e.into())
-    })?;
+    .map_err(|e| fail("memfd_create (vm.memfd_noexec=2 forbids executable memfds)")(e.into()))?;
     let mut copy = std::fs::File::from(memfd);
     // std's copy uses copy_file_range/sendfile between files.
     let len = std::io::copy(&mut file, &mut copy).map_err(fail("copy"))?;
@@ -300,5 +298,56 @@ mod tests {
             check_not_reentered(Some(OsStr::new("1"))),
             Err(RuntimeError::Recursion)
         );
+    }
+    #[test]
+    fn the_recorded_runc_needs_no_exec_bit_but_must_be_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("runc.vibe-shim-real");
+        fs::write(&real, "real").unwrap();
+        fs::set_permissions(&real, fs::Permissions::from_mode(SEALED_MODE)).unwrap();
+        // Root-only (the test runs as root, as lockdown does).
+        assert_eq!(check_recorded(&real, None), Ok(real.clone()));
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o620)).unwrap();
+        assert!(matches!(
+            check_recorded(&real, None),
+            Err(RuntimeError::Lockdown(_))
+        ));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(matches!(
+            check_recorded(&link, None),
+            Err(RuntimeError::Lockdown(_))
+        ));
+        let missing = dir.path().join("nope");
+        assert_eq!(
+            check_recorded(&missing, None),
+            Err(RuntimeError::Missing(missing.clone()))
+        );
+    }
+
+    #[test]
+    fn the_sealed_copy_is_the_file_sealed_as_runc_expects_and_takes_the_exec_bit() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("runc.vibe-shim-real");
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        fs::write(&real, &body).unwrap();
+        // As a dpkg upgrade leaves it.
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o755)).unwrap();
+        let memfd = sealed_copy(&real).unwrap();
+        assert_eq!(fs::metadata(&real).unwrap().mode() & 0o7777, SEALED_MODE);
+        let seals = nix::fcntl::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&memfd),
+            nix::fcntl::FcntlArg::F_GET_SEALS,
+        )
+        .unwrap();
+        assert_eq!(seals, runc_seals().bits());
+        let mut copy = std::fs::File::from(memfd);
+        let mut read = Vec::new();
+        std::io::Seek::rewind(&mut copy).unwrap();
+        copy.read_to_end(&mut read).unwrap();
+        assert_eq!(read, body);
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o646)).unwrap();
+        assert!(sealed_copy(&real).is_err(), "writable by others");
     }
 }

@@ -414,6 +414,12 @@ fn running_engine_paths(o: &Options) -> Vec<(String, String)> {
     if o.root != Path::new("/") {
         return Vec::new();
     }
+    engine_paths_here()
+}
+
+/// The PATH of every dockerd, containerd and podman running here, named
+/// `comm (pid N)` (doctor resolves `runc` on each).
+pub fn engine_paths_here() -> Vec<(String, String)> {
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
