@@ -456,11 +456,20 @@ pub struct Resolved {
 /// vibe-shim's refusal of its own verbs when run as runc (main.rs).
 const AS_RUNC_REFUSAL: &str = "vibe-shim's own verbs are refused when it runs as runc";
 
+/// runc logs `time=... level=error msg="..."`: the message.
+fn said_msg(line: &str) -> &str {
+    match line.split_once("msg=\"") {
+        Some((_, msg)) => msg.trim_end_matches('"').trim_end_matches("\\n"),
+        None => line,
+    }
+}
+
 /// The lockdown row: every engine's `runc` must be vibe-shim (it refuses
 /// `runc doctor` with its own message) and must still reach the real runc.
 pub fn lockdown_verdict(seen: &[Resolved]) -> (Verdict, String) {
     let mut worst = Verdict::Closed;
-    let mut said = Vec::new();
+    // Outcome -> whose PATHs gave it: one clause per outcome.
+    let mut said: Vec<(String, Vec<&str>)> = Vec::new();
     for r in seen {
         let (verdict, why) = match &r.runc {
             None => (Verdict::Error, "finds no runc".to_string()),
@@ -468,7 +477,7 @@ pub fn lockdown_verdict(seen: &[Resolved]) -> (Verdict, String) {
                 Verdict::Open,
                 format!(
                     "runc is {runc}, not vibe-shim (`runc doctor`: {})",
-                    shorten(first_line(&r.own_verb_stderr), 80)
+                    shorten(said_msg(first_line(&r.own_verb_stderr)), 80)
                 ),
             ),
             Some(runc) => match &r.version {
@@ -493,12 +502,19 @@ pub fn lockdown_verdict(seen: &[Resolved]) -> (Verdict, String) {
             (Verdict::Error, _) | (_, Verdict::Error) => Verdict::Error,
             _ => Verdict::Closed,
         };
-        said.push(format!("{}: {why}", r.whose));
+        match said.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, whose)) => whose.push(&r.whose),
+            None => said.push((why, vec![&r.whose])),
+        }
     }
     if said.is_empty() {
         return (Verdict::Error, "no engine PATH to resolve runc on".into());
     }
-    (worst, said.join("; "))
+    let clauses: Vec<String> = said
+        .iter()
+        .map(|(why, whose)| format!("{}: {why}", whose.join(", ")))
+        .collect();
+    (worst, clauses.join("; "))
 }
 
 /// A runc binary a client can name by path (`ctr run --runc-binary P`,
@@ -701,9 +717,65 @@ fn real_runc_door() -> (Verdict, String) {
     }
 }
 
+/// The gRPC socket of a running containerd: `--address`, else its
+/// `--config`'s `[grpc] address`, else containerd's default.
+pub fn containerd_address(argv: &[String], config: impl Fn(&str) -> Option<String>) -> String {
+    let mut it = argv.iter().skip(1);
+    let (mut address, mut config_path) = (None, None);
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (a.as_str(), None),
+        };
+        match flag {
+            "--address" | "-a" => address = inline.or_else(|| it.next().cloned()),
+            "--config" | "-c" => config_path = inline.or_else(|| it.next().cloned()),
+            _ => {}
+        }
+    }
+    let from_config = || {
+        let text = config(config_path.as_deref()?)?;
+        let value: toml::Value = toml::from_str(&text).ok()?;
+        Some(value.get("grpc")?.get("address")?.as_str()?.to_string())
+    };
+    address
+        .or_else(from_config)
+        .unwrap_or_else(|| "/run/containerd/containerd.sock".into())
+}
+
+fn running_containerd_sockets() -> Vec<String> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "containerd")
+        })
+        .filter(|e| same_mount_ns(&format!("(pid {})", e.file_name().to_string_lossy())))
+        .filter_map(|e| {
+            let raw = std::fs::read(e.path().join("cmdline")).ok()?;
+            let argv: Vec<String> = raw
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            Some(containerd_address(&argv, |p| {
+                std::fs::read_to_string(p).ok()
+            }))
+        })
+        .collect()
+}
+
 fn socket_door() -> (Verdict, String) {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let found: Vec<Socket> = ENGINE_SOCKETS
+    let mut paths: Vec<String> = ENGINE_SOCKETS.iter().map(|p| p.to_string()).collect();
+    for p in running_containerd_sockets() {
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    let found: Vec<Socket> = paths
         .iter()
         .filter_map(|p| {
             let m = std::fs::metadata(p).ok()?;
@@ -1200,6 +1272,30 @@ mod tests {
         assert_eq!(
             exec_verdict(k3s, None, &Err(ErrorKind::Other)).0,
             Verdict::Error
+        );
+    }
+
+    #[test]
+    fn a_running_containerds_socket() {
+        let argv = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let none = |_: &str| None;
+        assert_eq!(
+            containerd_address(&argv(&["containerd", "--address", "/run/x.sock"]), none),
+            "/run/x.sock"
+        );
+        let config = |p: &str| {
+            (p == "/run/d/containerd.toml").then(|| "[grpc]\naddress = \"/run/d/c.sock\"\n".into())
+        };
+        assert_eq!(
+            containerd_address(
+                &argv(&["containerd", "--config", "/run/d/containerd.toml"]),
+                config
+            ),
+            "/run/d/c.sock"
+        );
+        assert_eq!(
+            containerd_address(&argv(&["containerd"]), none),
+            "/run/containerd/containerd.sock"
         );
     }
 

@@ -423,7 +423,12 @@ fn the_build_profile_applies_only_to_engine_made_bundles() {
 /// `root`, so a chroot can run vibe-shim and runc.
 fn libs_into(root: &Path, bin: &Path) {
     let out = Command::new("ldd").arg(bin).output().unwrap();
-    assert!(out.status.success(), "ldd {}: {}", bin.display(), text(&out));
+    assert!(
+        out.status.success(),
+        "ldd {}: {}",
+        bin.display(),
+        text(&out)
+    );
     for lib in String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .filter(|w| w.starts_with('/'))
@@ -463,7 +468,11 @@ fn divert_keeps_the_real_runc_unexecutable_and_runs_it_through_vibe_shim() {
     let divert = ["--mode", "divert", "--runc", RUNC, "--shim", SHIM];
     let out = lockdown("install", r, &divert);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(mode(&at(r, REAL)), 0o400, "the diverted runc has no exec bit");
+    assert_eq!(
+        mode(&at(r, REAL)),
+        0o400,
+        "the diverted runc has no exec bit"
+    );
     // What `ctr run --runc-binary <real>` or `podman --runtime <real>` does:
     // exec it by path, as root. The kernel refuses.
     let direct = Command::new(at(r, REAL)).arg("--version").output();
