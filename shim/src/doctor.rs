@@ -4,7 +4,10 @@
 //! exist, a privileged run), and with `--worktree` a `-v` source swapped
 //! for a symlink between create and start, with a canary container; judges
 //! each from inside the container (or by host evidence), prints one row per door and exits
-//! non-zero if any door is open or could not be judged. It drives the
+//! non-zero if any door is open or could not be judged. Then a legacy-builder
+//! build's RUN step, `runc` as each engine resolves it (run, to see it is
+//! vibe-shim and reaches the real runc), and every runc a client can still
+//! name by path (exec'd as root: closed only on EACCES). It drives the
 //! docker CLI, so it must run on the engine's host (the bind-source row
 //! looks at this host's filesystem). Every canary it creates is removed.
 
