@@ -4,7 +4,10 @@
 //! exist, a privileged run), and with `--worktree` a `-v` source swapped
 //! for a symlink between create and start, with a canary container; judges
 //! each from inside the container (or by host evidence), prints one row per door and exits
-//! non-zero if any door is open or could not be judged. It drives the
+//! non-zero if any door is open or could not be judged. Then a legacy-builder
+//! build's RUN step, `runc` as each engine resolves it (run, to see it is
+//! vibe-shim and reaches the real runc), and every runc a client can still
+//! name by path (exec'd as root: closed only on EACCES). It drives the
 //! docker CLI, so it must run on the engine's host (the bind-source row
 //! looks at this host's filesystem). Every canary it creates is removed.
 
@@ -83,6 +86,9 @@ pub fn judge_probe(stdout: &str) -> (Verdict, String) {
 /// A failed docker call is a closed door only when vibe-shim refused it
 /// (the runtime's or the authz plugin's message names vibe-shim).
 pub fn judge_failure(stderr: &str) -> (Verdict, String) {
+    // Canary, image and directory names carry the label: a message quoting
+    // one ("name already in use") is no refusal.
+    let stderr = &stderr.replace(LABEL, "<canary>");
     match stderr
         .lines()
         .find_map(|l| l.find("vibe-shim").map(|i| &l[i..]))
@@ -162,7 +168,12 @@ struct Out {
 
 impl Docker {
     fn run(&self, args: &[&str]) -> Out {
+        self.run_env(&[], args)
+    }
+
+    fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Out {
         let mut cmd = Command::new(&self.program);
+        cmd.envs(env.iter().copied());
         if let Some(host) = &self.host {
             cmd.arg("-H").arg(host);
         }
@@ -387,6 +398,441 @@ fn gate_refused_bind(stderr: &str) -> Result<String, String> {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Builds, lockdown, and the runc binaries a client can name.
+
+/// A legacy-builder RUN step (no buildx needed): its posture, one line.
+const BUILD_RUN: &str = r#"s=/proc/self/status; echo "vibe-build cap=$(sed -n 's/^CapEff:[[:space:]]*//p' $s) nnp=$(sed -n 's/^NoNewPrivs:[[:space:]]*//p' $s)""#;
+
+/// The build door from `docker build`'s outcome: the RUN step's own line
+/// (the echoed `Step` line quotes the command, so only a line that starts
+/// with the marker counts). CapEff 0 and NoNewPrivs 1 is confined; a build
+/// refused by vibe-shim (the gate's or the runtime's message) is closed.
+pub fn build_verdict(ok: bool, stdout: &str, stderr: &str) -> (Verdict, String) {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("vibe-build "));
+    match (ok, line) {
+        (true, Some(line)) => {
+            let get = |key: &str| {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+                    .unwrap_or("")
+            };
+            let (cap, nnp) = (get("cap"), get("nnp"));
+            if cap.is_empty() || nnp.is_empty() {
+                return (
+                    Verdict::Error,
+                    format!("RUN step output incomplete: {line:?}"),
+                );
+            }
+            let evidence = format!("RUN step: CapEff={cap} NoNewPrivs={nnp}");
+            match cap.chars().all(|c| c == '0') && nnp == "1" {
+                true => (Verdict::Closed, evidence),
+                false => (Verdict::Open, evidence),
+            }
+        }
+        (true, None) => (
+            Verdict::Error,
+            format!(
+                "the build ran but its RUN step said nothing: {:?}",
+                first_line(stdout)
+            ),
+        ),
+        (false, _) => judge_failure(stderr),
+    }
+}
+
+/// One engine's `runc`, as doctor found and ran it.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// Whose PATH: "the engines' default PATH" or "dockerd (pid N)".
+    pub whose: String,
+    /// The first executable `runc` on that PATH.
+    pub runc: Option<String>,
+    /// `runc doctor`: only vibe-shim refuses it with its own message.
+    pub own_verb_stderr: String,
+    /// `runc --version`: did it reach a real runc?
+    pub version: (bool, String),
+}
+
+/// vibe-shim's refusal of its own verbs when run as runc (main.rs).
+const AS_RUNC_REFUSAL: &str = "vibe-shim's own verbs are refused when it runs as runc";
+
+/// runc logs `time=... level=error msg="..."`: the message.
+fn said_msg(line: &str) -> &str {
+    match line.split_once("msg=\"") {
+        Some((_, msg)) => msg.trim_end_matches('"').trim_end_matches("\\n"),
+        None => line,
+    }
+}
+
+/// The lockdown row: every engine's `runc` must be vibe-shim (it refuses
+/// `runc doctor` with its own message) and must still reach the real runc.
+pub fn lockdown_verdict(seen: &[Resolved]) -> (Verdict, String) {
+    let mut worst = Verdict::Closed;
+    // Outcome -> whose PATHs gave it: one clause per outcome.
+    let mut said: Vec<(String, Vec<&str>)> = Vec::new();
+    for r in seen {
+        let (verdict, why) = match &r.runc {
+            None => (Verdict::Error, "finds no runc".to_string()),
+            Some(runc) if !r.own_verb_stderr.contains(AS_RUNC_REFUSAL) => (
+                Verdict::Open,
+                format!(
+                    "runc is {runc}, not vibe-shim (`runc doctor`: {})",
+                    shorten(said_msg(first_line(&r.own_verb_stderr)), 80)
+                ),
+            ),
+            Some(runc) => match &r.version {
+                (true, out) if out.starts_with("runc version") => (
+                    Verdict::Closed,
+                    format!(
+                        "runc is {runc}, vibe-shim, which runs the real {}",
+                        first_line(out).trim()
+                    ),
+                ),
+                (_, out) => (
+                    Verdict::Error,
+                    format!(
+                        "runc is {runc}, vibe-shim, but `runc --version` failed: {}",
+                        shorten(first_line(out), 120)
+                    ),
+                ),
+            },
+        };
+        worst = match (&worst, &verdict) {
+            (Verdict::Open, _) | (_, Verdict::Open) => Verdict::Open,
+            (Verdict::Error, _) | (_, Verdict::Error) => Verdict::Error,
+            _ => Verdict::Closed,
+        };
+        match said.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, whose)) => whose.push(&r.whose),
+            None => said.push((why, vec![&r.whose])),
+        }
+    }
+    if said.is_empty() {
+        return (Verdict::Error, "no engine PATH to resolve runc on".into());
+    }
+    let clauses: Vec<String> = said
+        .iter()
+        .map(|(why, whose)| format!("{}: {why}", whose.join(", ")))
+        .collect();
+    (worst, clauses.join("; "))
+}
+
+/// A runc binary a client can name by path (`ctr run --runc-binary P`,
+/// `podman --runtime P`), run by doctor as root the same way: closed only
+/// when the kernel refuses to exec it.
+pub fn exec_verdict(
+    path: &str,
+    mode: Option<u32>,
+    ran: &Result<(bool, String), std::io::ErrorKind>,
+) -> (Verdict, String) {
+    let mode = mode.map_or(String::new(), |m| format!(" (mode {m:04o})"));
+    match ran {
+        Err(std::io::ErrorKind::PermissionDenied) => (
+            Verdict::Closed,
+            format!("exec {path} as root: Permission denied{mode}"),
+        ),
+        Err(std::io::ErrorKind::NotFound) => (Verdict::NotApplicable, format!("no {path}")),
+        Err(e) => (Verdict::Error, format!("exec {path}: {e}")),
+        Ok((_, out)) => (
+            Verdict::Open,
+            format!(
+                "{path}{mode} runs without vibe-shim: {}",
+                shorten(first_line(out), 80)
+            ),
+        ),
+    }
+}
+
+/// An engine socket that lets a client name its own runtime binary:
+/// `(path, mode, gid)`.
+pub type Socket = (String, u32, u32);
+
+/// The containerd/podman sockets: a client of one names any binary as its
+/// runtime (a runc unpacked from an image snapshot included), which no
+/// runtime-side check can stop. Closed only when each is root-only.
+pub fn socket_verdict(sockets: &[Socket]) -> (Verdict, String) {
+    if sockets.is_empty() {
+        return (
+            Verdict::NotApplicable,
+            "no containerd or podman socket here".into(),
+        );
+    }
+    let open: Vec<String> = sockets
+        .iter()
+        .filter(|(_, mode, gid)| mode & 0o006 != 0 || (*gid != 0 && mode & 0o060 != 0))
+        .map(|(p, mode, gid)| format!("{p} (mode {:04o}, gid {gid})", mode & 0o7777))
+        .collect();
+    match open.is_empty() {
+        true => (
+            Verdict::Closed,
+            format!(
+                "root-only: {} (root can still run a runc of its own: such a socket is root)",
+                sockets
+                    .iter()
+                    .map(|s| s.0.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        false => (
+            Verdict::Open,
+            format!(
+                "{}: a non-root client names its own runc (e.g. one unpacked from an image)",
+                open.join(", ")
+            ),
+        ),
+    }
+}
+
+/// Where a distribution ships a runc of its own, which its containerd
+/// finds first on its PATH.
+pub const DISTRO_RUNCS: &[(&str, &str)] = &[
+    ("k3s", "/var/lib/rancher/k3s/data/current/bin/runc"),
+    ("RKE2", "/var/lib/rancher/rke2/bin/runc"),
+    ("k0s", "/var/lib/k0s/bin/runc"),
+];
+
+/// The sockets whose clients name their own runtime binary.
+const ENGINE_SOCKETS: &[&str] = &[
+    "/run/containerd/containerd.sock",
+    "/run/docker/containerd/containerd.sock",
+    "/run/k3s/containerd/containerd.sock",
+    "/run/k0s/containerd.sock",
+    "/run/podman/podman.sock",
+];
+
+fn first_runc(path_var: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    path_var
+        .split(':')
+        .filter(|d| d.starts_with('/'))
+        .map(|d| std::path::Path::new(d).join("runc"))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Runs `program args` with no input and a deadline; `Err` only when it
+/// could not be started (the kernel's answer to the exec).
+fn run_direct(
+    program: &std::path::Path,
+    args: &[&str],
+) -> Result<(bool, String, String), std::io::ErrorKind> {
+    let mut child = Command::new(program)
+        .args(args)
+        .env_remove(crate::runtime::ACTIVE_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.kind())?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().map_err(|e| e.kind())?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// Same mount namespace as doctor: a PATH of an engine elsewhere names
+/// files doctor does not see.
+fn same_mount_ns(whose: &str) -> bool {
+    let pid = whose
+        .rsplit_once("(pid ")
+        .and_then(|(_, p)| p.strip_suffix(')'));
+    let Some(pid) = pid else {
+        return true;
+    };
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
+    ns(pid).is_some() && ns(pid) == ns("self")
+}
+
+fn lockdown_door() -> (Verdict, String) {
+    let mut paths = vec![(
+        "the engines' default PATH".to_string(),
+        crate::verbs::lockdown::ENGINE_PATH.to_string(),
+    )];
+    paths.extend(
+        crate::verbs::lockdown::engine_paths_here()
+            .into_iter()
+            .filter(|(whose, _)| same_mount_ns(whose)),
+    );
+    let seen: Vec<Resolved> = paths
+        .into_iter()
+        .map(|(whose, path)| {
+            let runc = first_runc(&path);
+            let (own_verb_stderr, version) = match &runc {
+                None => (String::new(), (false, String::new())),
+                Some(runc) => {
+                    let own = run_direct(runc, &["doctor"])
+                        .map(|o| o.2)
+                        .unwrap_or_else(|e| e.to_string());
+                    let version = match run_direct(runc, &["--version"]) {
+                        Ok((ok, out, err)) => (ok, if ok { out } else { err }),
+                        Err(e) => (false, e.to_string()),
+                    };
+                    (own, version)
+                }
+            };
+            Resolved {
+                whose,
+                runc: runc.map(|p| p.display().to_string()),
+                own_verb_stderr,
+                version,
+            }
+        })
+        .collect();
+    lockdown_verdict(&seen)
+}
+
+fn mode_of(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.mode() & 0o7777)
+}
+
+fn exec_door(path: &std::path::Path) -> (Verdict, String) {
+    let ran = run_direct(path, &["--version"]).map(|(ok, out, err)| (ok, out + &err));
+    exec_verdict(&path.display().to_string(), mode_of(path), &ran)
+}
+
+fn real_runc_door() -> (Verdict, String) {
+    match crate::verbs::lockdown::recorded_real_runc() {
+        Err(e) => (Verdict::Error, e.to_string()),
+        Ok(None) => (
+            Verdict::Open,
+            "no lockdown record: the runc a client names is the real one".into(),
+        ),
+        Ok(Some(real)) => match exec_door(&real) {
+            (Verdict::NotApplicable, why) => (Verdict::Error, format!("recorded, but {why}")),
+            judged => judged,
+        },
+    }
+}
+
+/// The gRPC socket of a running containerd: `--address`, else its
+/// `--config`'s `[grpc] address`, else containerd's default.
+pub fn containerd_address(argv: &[String], config: impl Fn(&str) -> Option<String>) -> String {
+    let mut it = argv.iter().skip(1);
+    let (mut address, mut config_path) = (None, None);
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (a.as_str(), None),
+        };
+        match flag {
+            "--address" | "-a" => address = inline.or_else(|| it.next().cloned()),
+            "--config" | "-c" => config_path = inline.or_else(|| it.next().cloned()),
+            _ => {}
+        }
+    }
+    let from_config = || {
+        let text = config(config_path.as_deref()?)?;
+        let value: toml::Value = toml::from_str(&text).ok()?;
+        Some(value.get("grpc")?.get("address")?.as_str()?.to_string())
+    };
+    address
+        .or_else(from_config)
+        .unwrap_or_else(|| "/run/containerd/containerd.sock".into())
+}
+
+fn running_containerd_sockets() -> Vec<String> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "containerd")
+        })
+        .filter(|e| same_mount_ns(&format!("(pid {})", e.file_name().to_string_lossy())))
+        .filter_map(|e| {
+            let raw = std::fs::read(e.path().join("cmdline")).ok()?;
+            let argv: Vec<String> = raw
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            Some(containerd_address(&argv, |p| {
+                std::fs::read_to_string(p).ok()
+            }))
+        })
+        .collect()
+}
+
+fn socket_door() -> (Verdict, String) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut paths: Vec<String> = ENGINE_SOCKETS.iter().map(|p| p.to_string()).collect();
+    for p in running_containerd_sockets() {
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    let found: Vec<Socket> = paths
+        .iter()
+        .filter_map(|p| {
+            let m = std::fs::metadata(p).ok()?;
+            m.file_type()
+                .is_socket()
+                .then(|| (p.to_string(), m.mode(), m.gid()))
+        })
+        .collect();
+    socket_verdict(&found)
+}
+
+/// A legacy-builder `docker build` (DOCKER_BUILDKIT=0: the host CLI may
+/// have no buildx) whose one RUN step reports its posture. Its image and
+/// context directory are removed.
+fn build_door(d: &mut Docker) -> (Verdict, String) {
+    let dir = PathBuf::from(format!("/var/tmp/{}-build", d.prefix));
+    if dir.exists() {
+        return (Verdict::Error, format!("{} exists already", dir.display()));
+    }
+    let dockerfile = format!("FROM {}\nRUN {BUILD_RUN}\n", d.image);
+    if let Err(e) =
+        std::fs::create_dir(&dir).and_then(|()| std::fs::write(dir.join("Dockerfile"), dockerfile))
+    {
+        let _ = std::fs::remove_dir_all(&dir);
+        return (
+            Verdict::Error,
+            format!("cannot make the build context: {e}"),
+        );
+    }
+    let iid = dir.join("iid");
+    let (iid_s, dir_s) = (iid.display().to_string(), dir.display().to_string());
+    let out = d.run_env(
+        &[("DOCKER_BUILDKIT", "0")],
+        &[
+            "build",
+            "--no-cache",
+            "--rm",
+            "--force-rm",
+            "--network",
+            "none",
+            "--label",
+            LABEL,
+            "--iidfile",
+            &iid_s,
+            &dir_s,
+        ],
+    );
+    if let Ok(id) = std::fs::read_to_string(&iid) {
+        let _ = d.run(&["image", "rm", "-f", id.trim()]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    build_verdict(out.ok, &String::from_utf8_lossy(&out.stdout), &out.stderr)
+}
+
 /// What doctor was asked to do.
 #[derive(Debug)]
 struct Options {
@@ -577,7 +1023,29 @@ pub fn run(args: &[OsString]) -> i32 {
         "--privileged",
         d.canary("privileged", &["--privileged"]),
     ));
+    rows.push(row(
+        "docker build (legacy builder) RUN step",
+        build_door(&mut d),
+    ));
     d.remove_all();
+    rows.push(row(
+        "lockdown: runc as the engines resolve it",
+        lockdown_door(),
+    ));
+    rows.push(row(
+        "ctr --runc-binary / podman --runtime <real runc>",
+        real_runc_door(),
+    ));
+    for (distro, runc) in DISTRO_RUNCS {
+        rows.push(row(
+            &format!("{distro}'s own runc"),
+            exec_door(std::path::Path::new(runc)),
+        ));
+    }
+    rows.push(row(
+        "ctr --runc-binary <a runc from an image>",
+        socket_door(),
+    ));
     print!("{}", render(&rows));
     exit_code(&rows)
 }
@@ -703,5 +1171,150 @@ mod tests {
         assert_eq!(o.worktree, Some(PathBuf::from("/srv/wt")));
         assert!(parse_args(&a(&["--nope"])).is_err());
         assert!(parse_args(&a(&["-H"])).is_err());
+    }
+    #[test]
+    fn a_message_quoting_a_canary_name_is_no_refusal() {
+        let clash = "docker: Error response from daemon: Conflict. The container name \"/vibe-shim-doctor-1-ab-runc\" is already in use";
+        assert_eq!(judge_failure(clash).0, Verdict::Error);
+    }
+
+    #[test]
+    fn build_verdicts() {
+        let step = "Step 2/2 : RUN s=/proc/self/status; echo \"vibe-build cap=$(sed ...)\"\n";
+        let closed =
+            format!("{step} ---> Running in 1234\nvibe-build cap=0000000000000000 nnp=1\n");
+        let (v, ev) = build_verdict(true, &closed, "");
+        assert_eq!(v, Verdict::Closed, "{ev}");
+        assert!(ev.contains("CapEff=0000000000000000 NoNewPrivs=1"), "{ev}");
+        // Docker's default capabilities: a RUN step on plain runc.
+        let open = format!("{step}vibe-build cap=00000000a80425fb nnp=0\n");
+        assert_eq!(build_verdict(true, &open, "").0, Verdict::Open);
+        let caps_only = format!("{step}vibe-build cap=00000000a80425fb nnp=1\n");
+        assert_eq!(build_verdict(true, &caps_only, "").0, Verdict::Open);
+        let nnp_only = format!("{step}vibe-build cap=0000000000000000 nnp=0\n");
+        assert_eq!(build_verdict(true, &nnp_only, "").0, Verdict::Open);
+        // The Step line alone quotes the command: not the step's report.
+        assert_eq!(build_verdict(true, step, "").0, Verdict::Error);
+        assert_eq!(
+            build_verdict(true, &format!("{step}vibe-build cap= nnp=\n"), "").0,
+            Verdict::Error
+        );
+        // Refused by the gate, with its reason: closed.
+        let gate = "Error response from daemon: authorization denied by plugin vibe-shim: vibe-shim: authz-build: POST /build is refused without lockdown";
+        let (v, ev) = build_verdict(false, "", gate);
+        assert_eq!(v, Verdict::Closed);
+        assert!(ev.contains("authz-build"), "{ev}");
+        let broken = "The command '/bin/sh -c s=/proc/self/status' returned a non-zero code: 1";
+        assert_eq!(build_verdict(false, step, broken).0, Verdict::Error);
+    }
+
+    fn resolved(runc: Option<&str>, own: &str, version: (bool, &str)) -> Resolved {
+        Resolved {
+            whose: "dockerd (pid 1)".into(),
+            runc: runc.map(String::from),
+            own_verb_stderr: own.into(),
+            version: (version.0, version.1.into()),
+        }
+    }
+
+    #[test]
+    fn lockdown_verdicts() {
+        let refusal = "vibe-shim: argv: doctor: not a runc verb: vibe-shim's own verbs are refused when it runs as runc";
+        let held = resolved(
+            Some("/usr/sbin/runc"),
+            refusal,
+            (true, "runc version 1.1.5\ncommit: x"),
+        );
+        let (v, ev) = lockdown_verdict(std::slice::from_ref(&held));
+        assert_eq!(v, Verdict::Closed, "{ev}");
+        assert!(ev.contains("runc version 1.1.5"), "{ev}");
+        // The real runc answers `runc doctor` with its own usage error.
+        let plain = resolved(
+            Some("/usr/sbin/runc"),
+            "No help topic for 'doctor'",
+            (true, "runc version 1.1.5"),
+        );
+        let (v, ev) = lockdown_verdict(&[held.clone(), plain]);
+        assert_eq!(v, Verdict::Open, "{ev}");
+        assert!(ev.contains("not vibe-shim"), "{ev}");
+        // vibe-shim, but it cannot reach the real runc: unproven.
+        let broken = resolved(
+            Some("/usr/sbin/runc"),
+            refusal,
+            (false, "vibe-shim: runtime: ..."),
+        );
+        assert_eq!(lockdown_verdict(&[broken]).0, Verdict::Error);
+        assert_eq!(
+            lockdown_verdict(&[resolved(None, "", (false, ""))]).0,
+            Verdict::Error
+        );
+        assert_eq!(lockdown_verdict(&[]).0, Verdict::Error);
+    }
+
+    #[test]
+    fn a_nameable_runc_is_closed_only_when_the_kernel_refuses_its_exec() {
+        use std::io::ErrorKind;
+        let real = "/usr/sbin/runc.vibe-shim-real";
+        let (v, ev) = exec_verdict(real, Some(0o400), &Err(ErrorKind::PermissionDenied));
+        assert_eq!(v, Verdict::Closed);
+        assert!(ev.contains("mode 0400"), "{ev}");
+        let ran = Ok((true, "runc version 1.1.5".to_string()));
+        let (v, ev) = exec_verdict(real, Some(0o755), &ran);
+        assert_eq!(v, Verdict::Open);
+        assert!(ev.contains("runs without vibe-shim"), "{ev}");
+        // It ran, even if it then failed: the kernel let it through.
+        assert_eq!(
+            exec_verdict(real, Some(0o755), &Ok((false, String::new()))).0,
+            Verdict::Open
+        );
+        let k3s = "/var/lib/rancher/k3s/data/current/bin/runc";
+        assert_eq!(
+            exec_verdict(k3s, None, &Err(ErrorKind::NotFound)).0,
+            Verdict::NotApplicable
+        );
+        assert_eq!(
+            exec_verdict(k3s, None, &Err(ErrorKind::Other)).0,
+            Verdict::Error
+        );
+    }
+
+    #[test]
+    fn a_running_containerds_socket() {
+        let argv = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let none = |_: &str| None;
+        assert_eq!(
+            containerd_address(&argv(&["containerd", "--address", "/run/x.sock"]), none),
+            "/run/x.sock"
+        );
+        let config = |p: &str| {
+            (p == "/run/d/containerd.toml").then(|| "[grpc]\naddress = \"/run/d/c.sock\"\n".into())
+        };
+        assert_eq!(
+            containerd_address(
+                &argv(&["containerd", "--config", "/run/d/containerd.toml"]),
+                config
+            ),
+            "/run/d/c.sock"
+        );
+        assert_eq!(
+            containerd_address(&argv(&["containerd"]), none),
+            "/run/containerd/containerd.sock"
+        );
+    }
+
+    #[test]
+    fn engine_sockets_are_closed_only_when_root_only() {
+        assert_eq!(socket_verdict(&[]).0, Verdict::NotApplicable);
+        let root_only = ("/run/containerd/containerd.sock".to_string(), 0o140660, 0);
+        assert_eq!(
+            socket_verdict(std::slice::from_ref(&root_only)).0,
+            Verdict::Closed
+        );
+        let group = ("/run/podman/podman.sock".to_string(), 0o140660, 999);
+        let (v, ev) = socket_verdict(&[root_only.clone(), group]);
+        assert_eq!(v, Verdict::Open);
+        assert!(ev.contains("podman.sock"), "{ev}");
+        let world = ("/run/k0s/containerd.sock".to_string(), 0o140666, 0);
+        assert_eq!(socket_verdict(&[world]).0, Verdict::Open);
     }
 }

@@ -204,18 +204,23 @@ fn fail(inv: &Invocation, denial: &Denial) -> i32 {
     1
 }
 
-fn find_runtime(configured: Option<&Path>) -> Result<PathBuf, runtime::RuntimeError> {
+/// The real runtime, and whether it is lockdown's recorded runc, which has
+/// no execute bit and runs through a sealed memfd copy.
+fn find_runtime(configured: Option<&Path>) -> Result<(PathBuf, bool), runtime::RuntimeError> {
     // Under lockdown `runc` in PATH is vibe-shim: the record names the real one.
-    let recorded = match configured {
-        Some(_) => None,
-        None => verbs::lockdown::recorded_real_runc()
-            .map_err(|e| runtime::RuntimeError::Lockdown(e.to_string()))?,
-    };
+    if configured.is_none() {
+        let recorded = verbs::lockdown::recorded_real_runc()
+            .map_err(|e| runtime::RuntimeError::Lockdown(e.to_string()))?;
+        if let Some(real) = recorded {
+            return runtime::check_recorded(&real, runtime::own_exe().as_ref()).map(|p| (p, true));
+        }
+    }
     runtime::find(
-        configured.or(recorded.as_deref()),
+        configured,
         std::env::var_os("PATH").as_deref(),
         runtime::own_exe().as_ref(),
     )
+    .map(|p| (p, false))
 }
 
 /// `delete`: open mode's host-namespace table goes with the container
@@ -223,7 +228,7 @@ fn find_runtime(configured: Option<&Path>) -> Result<PathBuf, runtime::RuntimeEr
 fn pass_through(inv: &Invocation, config_path: &Path) -> i32 {
     let configured = policy_file::runtime_path_only(config_path);
     match find_runtime(configured.as_deref()) {
-        Ok(runc) => exec_runc(inv, &runc, inv.runc_args.clone()),
+        Ok((runc, sealed)) => exec_runc(inv, &runc, sealed, inv.runc_args.clone()),
         Err(e) => fail(
             inv,
             &Denial::new(
@@ -256,8 +261,8 @@ fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
             return fail(inv, &denial);
         }
     };
-    let runtime = match find_runtime(policy.runtime.path.as_deref()) {
-        Ok(runtime) => runtime,
+    let (runtime, sealed) = match find_runtime(policy.runtime.path.as_deref()) {
+        Ok(found) => found,
         Err(e) => {
             let hint = runtime_hint(&policy.runtime.path);
             return fail(
@@ -345,7 +350,7 @@ fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
             let verb_end = inv.verb_index.map_or(0, |i| i + 1);
             let mut runc_args = inv.runc_args[..verb_end].to_vec();
             runc_args.extend(new_args);
-            exec_runc(inv, &ctx.runtime, runc_args)
+            exec_runc(inv, &ctx.runtime, sealed, runc_args)
         }
     }
 }
@@ -371,7 +376,7 @@ fn restore_refused(args: &[OsString]) -> Outcome {
 }
 
 /// Replaces this process with runc. Returns only if the exec failed.
-fn exec_runc(inv: &Invocation, runtime: &Path, runc_args: Vec<OsString>) -> i32 {
+fn exec_runc(inv: &Invocation, runtime: &Path, sealed: bool, runc_args: Vec<OsString>) -> i32 {
     // Seen again on entry means "runc" led back here (see runtime::ACTIVE_ENV).
     std::env::set_var(runtime::ACTIVE_ENV, "1");
     // Rust's runtime ignores SIGPIPE, and an ignored signal stays ignored
@@ -390,6 +395,20 @@ fn exec_runc(inv: &Invocation, runtime: &Path, runc_args: Vec<OsString>) -> i32 
         .map(to_c)
         .collect();
     let error = match (program, argv) {
+        (Ok(_), Ok(argv)) if sealed => match runtime::exec_sealed(runtime, &argv) {
+            Err(e) => {
+                return fail(
+                    inv,
+                    &Denial::new(
+                        "runtime",
+                        "lockdown",
+                        runtime.display().to_string(),
+                        e.to_string(),
+                    ),
+                )
+            }
+            Ok(never) => match never {},
+        },
         (Ok(program), Ok(argv)) => match nix::unistd::execv(&program, &argv) {
             Err(errno) => errno.to_string(),
             Ok(never) => match never {},

@@ -97,6 +97,140 @@ pub fn find(
         .ok_or_else(|| RuntimeError::NotInPath(search.to_string_lossy().into_owned()))
 }
 
+/// Why the recorded real runc could not be run through a sealed copy.
+#[derive(Debug, thiserror::Error)]
+#[error("[runtime] sealed exec of {path}: {what}: {source}")]
+pub struct SealedExecError {
+    pub path: PathBuf,
+    pub what: &'static str,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// The real runc lockdown keeps with no execute bit: it must be a regular
+/// file owned by root and writable by nobody else (every container runs it).
+pub fn check_recorded(path: &Path, self_exe: Option<&FileId>) -> Result<PathBuf, RuntimeError> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(_) => return Err(RuntimeError::Missing(path.to_path_buf())),
+    };
+    if !meta.file_type().is_file() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return Err(RuntimeError::Lockdown(format!(
+            "the recorded real runc {} must be a regular file owned by root and writable by nobody else",
+            path.display()
+        )));
+    }
+    if self_exe.is_some_and(|me| FileId::of(path).is_some_and(|c| c.same_as(me))) {
+        return Err(RuntimeError::IsSelf(path.to_path_buf()));
+    }
+    Ok(path.to_path_buf())
+}
+
+/// The seals runc 1.1 checks on `/proc/self/exe` to skip its own memfd
+/// copy for `runc init` (libcontainer/nsenter/cloned_binary.c).
+fn runc_seals() -> nix::fcntl::SealFlag {
+    use nix::fcntl::SealFlag;
+    SealFlag::F_SEAL_SEAL | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_WRITE
+}
+
+/// Linux >= 6.3: ask for an executable memfd explicitly (`vm.memfd_noexec`).
+const MFD_EXEC: nix::libc::c_uint = 0x0010;
+
+/// The mode lockdown keeps the real runc at: readable by root, executable by
+/// nobody, so a client naming it (`ctr --runc-binary`, `podman --runtime`)
+/// gets EACCES even as root.
+pub const SEALED_MODE: u32 = 0o400;
+
+/// Opens `path`, checks what was opened (root-owned, writable by nobody
+/// else), takes away any execute bit a package upgrade put back, and copies
+/// it into a sealed memfd: what was checked is what runs, and the file
+/// itself never needs an execute bit. The memfd's fd (close-on-exec).
+pub fn sealed_copy(path: &Path) -> Result<std::os::fd::OwnedFd, SealedExecError> {
+    use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |what: &'static str| {
+        move |source: std::io::Error| SealedExecError {
+            path: path.to_path_buf(),
+            what,
+            source,
+        }
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(fail("open"))?;
+    let meta = file.metadata().map_err(fail("fstat"))?;
+    if !meta.file_type().is_file() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return Err(fail("check")(std::io::Error::other(
+            "not a regular file owned by root and writable by nobody else",
+        )));
+    }
+    if meta.mode() & 0o111 != 0 {
+        // A dpkg upgrade lands at the diverted name with 0755. Best effort:
+        // failing here would stop every container; doctor reports the bit.
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(SEALED_MODE));
+    }
+    let name = c"runc";
+    let base = MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING;
+    let memfd = match memfd_create(name, base | MemFdCreateFlag::from_bits_retain(MFD_EXEC)) {
+        // Before Linux 6.3 the flag is unknown.
+        Err(nix::errno::Errno::EINVAL) => memfd_create(name, base),
+        other => other,
+    }
+    .map_err(|e| fail("memfd_create (vm.memfd_noexec=2 forbids executable memfds)")(e.into()))?;
+    let mut copy = std::fs::File::from(memfd);
+    // std's copy uses copy_file_range/sendfile between files.
+    let len = std::io::copy(&mut file, &mut copy).map_err(fail("copy"))?;
+    if len != meta.len() {
+        return Err(fail("copy")(std::io::Error::other(format!(
+            "copied {len} of {} bytes",
+            meta.len()
+        ))));
+    }
+    nix::fcntl::fcntl(
+        std::os::fd::AsRawFd::as_raw_fd(&copy),
+        nix::fcntl::FcntlArg::F_ADD_SEALS(runc_seals()),
+    )
+    .map_err(|e| fail("seal")(e.into()))?;
+    Ok(copy.into())
+}
+
+/// Replaces this process with the sealed copy of `path` (argv[0] stays what
+/// runc would be called by). Returns only on failure.
+pub fn exec_sealed(
+    path: &Path,
+    argv: &[std::ffi::CString],
+) -> Result<std::convert::Infallible, SealedExecError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let memfd = sealed_copy(path)?;
+    let env: Vec<std::ffi::CString> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            std::ffi::CString::new(kv).ok()
+        })
+        .collect();
+    // execveat(AT_EMPTY_PATH) needs no /proc (a chroot may have none).
+    let errno = match nix::unistd::execveat(
+        Some(memfd.as_raw_fd()),
+        c"",
+        argv,
+        &env,
+        nix::fcntl::AtFlags::AT_EMPTY_PATH,
+    ) {
+        Err(errno) => errno,
+        Ok(never) => match never {},
+    };
+    Err(SealedExecError {
+        path: path.to_path_buf(),
+        what: "execveat",
+        source: errno.into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +298,56 @@ mod tests {
             check_not_reentered(Some(OsStr::new("1"))),
             Err(RuntimeError::Recursion)
         );
+    }
+    #[test]
+    fn the_recorded_runc_needs_no_exec_bit_but_must_be_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("runc.vibe-shim-real");
+        fs::write(&real, "real").unwrap();
+        fs::set_permissions(&real, fs::Permissions::from_mode(SEALED_MODE)).unwrap();
+        // Root-only (the test runs as root, as lockdown does).
+        assert_eq!(check_recorded(&real, None), Ok(real.clone()));
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o620)).unwrap();
+        assert!(matches!(
+            check_recorded(&real, None),
+            Err(RuntimeError::Lockdown(_))
+        ));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(matches!(
+            check_recorded(&link, None),
+            Err(RuntimeError::Lockdown(_))
+        ));
+        let missing = dir.path().join("nope");
+        assert_eq!(
+            check_recorded(&missing, None),
+            Err(RuntimeError::Missing(missing.clone()))
+        );
+    }
+
+    #[test]
+    fn the_sealed_copy_is_the_file_sealed_as_runc_expects_and_takes_the_exec_bit() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("runc.vibe-shim-real");
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        fs::write(&real, &body).unwrap();
+        // As a dpkg upgrade leaves it.
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o755)).unwrap();
+        let memfd = sealed_copy(&real).unwrap();
+        assert_eq!(fs::metadata(&real).unwrap().mode() & 0o7777, SEALED_MODE);
+        let seals = nix::fcntl::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&memfd),
+            nix::fcntl::FcntlArg::F_GET_SEALS,
+        )
+        .unwrap();
+        assert_eq!(seals, runc_seals().bits());
+        let mut copy = std::fs::File::from(memfd);
+        let mut read = Vec::new();
+        std::io::Seek::rewind(&mut copy).unwrap();
+        copy.read_to_end(&mut read).unwrap();
+        assert_eq!(read, body);
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o646)).unwrap();
+        assert!(sealed_copy(&real).is_err(), "writable by others");
     }
 }

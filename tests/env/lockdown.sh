@@ -31,6 +31,7 @@ SAVED=$(mktemp -d /run/vibe-lockdown-ci.XXXXXX)
 dpkg-query -S "$RUNC" >/dev/null 2>&1 || die "$RUNC is not from a Debian package; this step tests the divert"
 
 before=$(sha256sum <"$RUNC")
+mode_before=$(stat -c %a "$RUNC")
 log "runc before: $before ($(dpkg-divert --list '*runc*' | wc -l) diversions)"
 
 cleanup() {
@@ -50,6 +51,10 @@ cleanup() {
     rm -f "$SAVED/install.out"
     rmdir "$SAVED" "$ETC" 2>/dev/null || true
     after=$(sha256sum <"$RUNC" 2>/dev/null || echo missing)
+    if [ "$(stat -c %a "$RUNC" 2>/dev/null)" != "$mode_before" ]; then
+        log "FAIL: $RUNC mode $(stat -c %a "$RUNC" 2>/dev/null) after uninstall, was $mode_before"
+        rc=1
+    fi
     if [ "$after" != "$before" ] || [ -L "$RUNC" ]; then
         log "FAIL: $RUNC differs after uninstall ($after)"
         rc=1
@@ -91,6 +96,10 @@ out=$("$SHIM" install lockdown)
 grep -q 'already installed' <<<"$out" || die "second install was not a no-op: $out"
 [ "$(readlink "$RUNC")" = "$SHIM" ] || die "$RUNC is not vibe-shim's link"
 [ "$(sha256sum <"$RUNC.vibe-shim-real")" = "$before" ] || die "the diverted runc is not the original"
+# No execute bit: a client naming it (ctr --runc-binary) gets EACCES, root too.
+[ "$(stat -c %a "$RUNC.vibe-shim-real")" = 400 ] || die "the diverted runc is not mode 0400"
+if "$RUNC.vibe-shim-real" --version >/dev/null 2>&1; then die "the diverted runc runs by path"; fi
+"$RUNC" --version | grep -q '^runc version' || die "runc through vibe-shim does not reach the real runc"
 
 log "canaries with lockdown on"
 for dir in "$HOME/.cargo/bin" /root/.cargo/bin; do

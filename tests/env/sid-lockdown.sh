@@ -44,6 +44,7 @@ if "$IN" dpkg-divert --list '*runc*' | grep -q .; then
     die "the tree already has a runc diversion: $("$IN" dpkg-divert --list '*runc*')"
 fi
 before=$(sha256sum <"$T$RUNC")
+mode_before=$(stat -c %a "$T$RUNC")
 log "tree runc before: $before"
 
 cleanup() {
@@ -66,6 +67,10 @@ cleanup() {
     fi
     rm -rf "$SAVED"
     after=$(sha256sum <"$T$RUNC" 2>/dev/null || echo missing)
+    if [ "$(stat -c %a "$T$RUNC" 2>/dev/null)" != "$mode_before" ]; then
+        log "FAIL: the tree's $RUNC mode $(stat -c %a "$T$RUNC" 2>/dev/null) after uninstall, was $mode_before"
+        rc=1
+    fi
     if [ "$after" != "$before" ] || [ -L "$T$RUNC" ]; then
         log "FAIL: the tree's $RUNC differs after uninstall ($after)"
         rc=1
@@ -107,6 +112,10 @@ out=$("$IN" "$SHIM" install lockdown)
 grep -q 'already installed' <<<"$out" || die "second install was not a no-op: $out"
 [ "$(readlink "$T$RUNC")" = "$SHIM" ] || die "the tree's $RUNC is not vibe-shim's link"
 [ "$(sha256sum <"$T$RUNC.vibe-shim-real")" = "$before" ] || die "the diverted runc is not the original"
+# No execute bit: a client naming it (ctr --runc-binary) gets EACCES, root too.
+[ "$(stat -c %a "$T$RUNC.vibe-shim-real")" = 400 ] || die "the diverted runc is not mode 0400"
+if "$IN" "$RUNC.vibe-shim-real" --version >/dev/null 2>&1; then die "the diverted runc runs by path"; fi
+"$IN" "$RUNC" --version | grep -q '^runc version' || die "runc through vibe-shim does not reach the real runc"
 "$IN" dpkg-divert --list '*runc*'
 
 log "e2e_lockdown canaries with lockdown on (sid stack)"
@@ -155,12 +164,16 @@ done
 # The production path on Docker 28: lockdown + the API gate (authz.sh's own
 # gated dockerd from this same tree, its plugin told that `runc` is
 # vibe-shim's now). Every door closed: doctor exits 0.
+# In the gated dockerd's own mount namespace (the tree): doctor's lockdown
+# rows resolve runc as that engine does, never as the host does.
 doctor_gated() {
     # shellcheck source=/dev/null
     (set -a && . "$AUTHZ_ENV" && set +a &&
-        "$SHIM_BIN" doctor -H "$DOCKER_HOST" --image "$IMAGE" --worktree "$WORKTREE")
+        nsenter -t "$(cat "$AUTHZ_STATE_DIR/docker.pid")" -m -- \
+            "$SHIM_BIN" doctor -H "$DOCKER_HOST" --image "$IMAGE" --worktree "$WORKTREE")
 }
-AUTHZ_ENV=${VIBE_AUTHZ_STATE:-/run/vibe-authz-sid}/env
+AUTHZ_STATE_DIR=${VIBE_AUTHZ_STATE:-/run/vibe-authz-sid}
+AUTHZ_ENV=$AUTHZ_STATE_DIR/env
 log "the API gate on the tree's Docker 28"
 authz_up=1
 VIBE_AUTHZ_SID_TREE=$T VIBE_AUTHZ_ALSO_ALLOW=runc bash tests/env/authz.sh up

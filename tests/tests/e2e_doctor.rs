@@ -4,7 +4,8 @@
 //! sent through vibe-shim (a docker wrapper standing in for lockdown), the
 //! runtime doors must read closed from inside while `docker cp` and the
 //! bind-source door, which only the authz plugin closes, stay OPEN.
-//! Either way no canary and no created bind source may be left.
+//! Either way the build row (a legacy-builder RUN step) and the lockdown
+//! row are OPEN, and no canary, image or created bind source may be left.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -80,6 +81,18 @@ fn doctor_reports_the_runc_door_open_without_lockdown() {
     assert_eq!(rows["--runtime=x.runc.v2"].0, dotted, "{out}");
     assert_eq!(
         rows["docker create -v /etc:/x + docker cp"].0, "OPEN",
+        "{out}"
+    );
+    // A legacy-builder RUN step on plain runc: Docker's default caps.
+    let (result, evidence) = &rows["docker build (legacy builder) RUN step"];
+    assert_eq!(result, "OPEN", "{out}");
+    assert!(evidence.contains("NoNewPrivs=0"), "{out}");
+    // runc, as the engines resolve it, is the real one: judged by running it.
+    let (result, evidence) = &rows["lockdown: runc as the engines resolve it"];
+    assert_eq!(result, "OPEN", "{out}");
+    assert!(evidence.contains("not vibe-shim"), "{out}");
+    assert_eq!(
+        rows["ctr --runc-binary / podman --runtime <real runc>"].0, "OPEN",
         "{out}"
     );
     // doctor looks for the created source in its own mount namespace; the

@@ -183,6 +183,59 @@ fn ctr_run_without_runc_binary_is_confined_under_lockdown() {
     judge(&out, true);
 }
 
+/// Where lockdown diverts the packaged runc, as the engine sees it (the
+/// host's, or the sid tree's own).
+const REAL_RUNC: &str = "/usr/sbin/runc.vibe-shim-real";
+
+/// A containerd client naming its own runc binary: the real one, by path.
+/// Under lockdown it has no execute bit, so the shim's exec of it fails
+/// (root included); without, `/usr/sbin/runc` is the real one and runs the
+/// client's flags.
+#[test]
+#[ignore = "needs root and the test env: run tests/run.sh"]
+fn ctr_run_naming_the_real_runc_is_refused_under_lockdown() {
+    ctr_import_image(CTR_NS);
+    let id = unique_name("ctr-runc-binary");
+    let binary = if lockdown_on() {
+        REAL_RUNC
+    } else {
+        "/usr/sbin/runc"
+    };
+    let out = ctr(
+        CTR_NS,
+        &[
+            "run",
+            "--rm",
+            "--runc-binary",
+            binary,
+            "--privileged",
+            "--mount",
+            "type=bind,src=/etc,dst=/x,options=rbind:ro",
+            CTR_IMAGE,
+            &id,
+            "sh",
+            "-c",
+            PROBE,
+        ],
+        Duration::from_secs(120),
+    );
+    let t = Duration::from_secs(20);
+    let _ = ctr(CTR_NS, &["tasks", "kill", "-s", "SIGKILL", &id], t);
+    let _ = ctr(CTR_NS, &["tasks", "rm", "-f", &id], t);
+    let _ = ctr(CTR_NS, &["containers", "rm", &id], t);
+    if lockdown_on() {
+        assert!(!out.success(), "the real runc ran by path: {out}");
+        assert!(parse(&out.stdout).is_none(), "{out}");
+        let err = out.stderr.to_lowercase();
+        assert!(
+            err.contains("permission denied") && err.contains(REAL_RUNC),
+            "not the kernel's refusal to exec {REAL_RUNC}: {out}"
+        );
+    } else {
+        judge(&out, true);
+    }
+}
+
 /// `docker build` of `dockerfile` (no context) with the given builder.
 fn build(dockerfile: &str, buildkit: bool) -> Output {
     let tag = format!("vibe-lockdown-build:{}", unique_name("b").to_lowercase());

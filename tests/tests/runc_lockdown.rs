@@ -418,3 +418,124 @@ fn the_build_profile_applies_only_to_engine_made_bundles() {
     main_policy("symlink in the executor dir", &link);
     main_policy("client's temp dir", &bundle.bundle_dir());
 }
+
+/// Copies the shared libraries `bin` needs (as `ldd` lists them) into
+/// `root`, so a chroot can run vibe-shim and runc.
+fn libs_into(root: &Path, bin: &Path) {
+    let out = Command::new("ldd").arg(bin).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ldd {}: {}",
+        bin.display(),
+        text(&out)
+    );
+    for lib in String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter(|w| w.starts_with('/'))
+    {
+        let to = at(root, lib);
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        fs::copy(lib, &to).unwrap();
+    }
+}
+
+/// `runc ARGS` as the engines call it, chrooted into the scratch root: the
+/// vibe-shim there reads that root's lockdown record.
+fn runc_in(root: &Path, args: &[&str]) -> Output {
+    libs_into(root, &at(root, SHIM));
+    libs_into(root, &at(root, REAL));
+    Command::new("chroot")
+        .arg(root)
+        .arg(RUNC)
+        .args(args)
+        .env_remove("VIBE_SHIM_ACTIVE")
+        .output()
+        .unwrap()
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().mode() & 0o7777
+}
+
+#[test]
+#[ignore]
+fn divert_keeps_the_real_runc_unexecutable_and_runs_it_through_vibe_shim() {
+    let root = scratch_root();
+    let r = root.path();
+    let before = fs::read(at(r, RUNC)).unwrap();
+    let before_mode = mode(&at(r, RUNC));
+    assert_ne!(before_mode & 0o111, 0, "the scratch runc starts executable");
+    let divert = ["--mode", "divert", "--runc", RUNC, "--shim", SHIM];
+    let out = lockdown("install", r, &divert);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        mode(&at(r, REAL)),
+        0o400,
+        "the diverted runc has no exec bit"
+    );
+    // What `ctr run --runc-binary <real>` or `podman --runtime <real>` does:
+    // exec it by path, as root. The kernel refuses.
+    let direct = Command::new(at(r, REAL)).arg("--version").output();
+    match direct {
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}"),
+        Ok(out) => panic!("the real runc ran by path: {}", text(&out)),
+    }
+    // Through vibe-shim (its sealed memfd copy) runc still runs.
+    let out = runc_in(r, &["--version"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("runc version"),
+        "{}",
+        text(&out)
+    );
+    // A runc upgrade lands at the diverted name with 0755: the next run
+    // through vibe-shim takes the exec bit back, and install does too.
+    fs::set_permissions(at(r, REAL), fs::Permissions::from_mode(0o755)).unwrap();
+    let out = runc_in(r, &["--version"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(mode(&at(r, REAL)), 0o400, "re-sealed at exec");
+    fs::set_permissions(at(r, REAL), fs::Permissions::from_mode(0o755)).unwrap();
+    let out = lockdown("install", r, &divert);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(mode(&at(r, REAL)), 0o400, "re-sealed by install");
+    let out = lockdown("uninstall", r, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read(at(r, RUNC)).unwrap(), before, "byte for byte");
+    assert_eq!(mode(&at(r, RUNC)), before_mode, "its mode restored");
+}
+
+#[test]
+#[ignore]
+fn path_mode_keeps_the_real_runc_unexecutable_and_uninstall_restores_it() {
+    let root = scratch_root();
+    let r = root.path();
+    let before_mode = mode(&at(r, RUNC));
+    let out = lockdown("install", r, &["--mode", "path", "--shim", SHIM]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(mode(&at(r, RUNC)), 0o400, "{}", text(&out));
+    // Installing again keeps the original mode to restore.
+    let out = lockdown("install", r, &["--mode", "path", "--shim", SHIM]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = lockdown("uninstall", r, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(mode(&at(r, RUNC)), before_mode);
+}
+
+#[test]
+#[ignore]
+fn a_tampered_real_runc_is_refused_not_run() {
+    let root = scratch_root();
+    let r = root.path();
+    let divert = ["--mode", "divert", "--runc", RUNC, "--shim", SHIM];
+    let out = lockdown("install", r, &divert);
+    assert!(out.status.success(), "{}", text(&out));
+    fs::set_permissions(at(r, REAL), fs::Permissions::from_mode(0o602)).unwrap();
+    let out = runc_in(r, &["--version"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("vibe-shim") && err.contains("writable by nobody else"),
+        "{err}"
+    );
+}

@@ -14,8 +14,13 @@
 //!   engines must get first on their PATH (printed as systemd drop-ins).
 //!
 //! Either way a root-owned record, `/etc/vibe-shim/lockdown.toml`, names the
-//! real runc; vibe-shim run as `runc` execs that file by absolute path
-//! (main.rs: find_runtime), never a `runc` from PATH, which is itself. Its
+//! real runc; vibe-shim run as `runc` runs that file (main.rs: find_runtime),
+//! never a `runc` from PATH, which is itself. The real runc is kept at mode
+//! 0400: every engine client is root, but root cannot exec a file without
+//! an execute bit, so `ctr run --runc-binary <real>` or `podman --runtime
+//! <real>` is refused by the kernel, while vibe-shim runs a sealed memfd
+//! copy of it (runtime::exec_sealed, which also takes back the execute bit
+//! a package upgrade restores). Uninstall puts the recorded mode back. Its
 //! paths are as seen inside the root it was written for (`--root`), so a
 //! vibe-shim running in another root reads that root's record, or, without
 //! one, searches PATH skipping itself and fails closed when only it is there.
@@ -83,6 +88,10 @@ pub struct Record {
     pub real: PathBuf,
     /// The vibe-shim binary the `runc` symlink names.
     pub shim: PathBuf,
+    /// The real runc's mode before lockdown took its execute bits, which
+    /// uninstall puts back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real_mode: Option<u32>,
 }
 
 /// The real runc named by this root's lockdown record; `None` without a
@@ -147,6 +156,36 @@ fn remove_record(root: &Path) -> Result<(), LockdownError> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
         _ => Ok(()),
     }
+}
+
+/// Takes the real runc's execute bits (see `runtime::SEALED_MODE`): root
+/// cannot exec a file with none, so a client naming it (`ctr
+/// --runc-binary`, `podman --runtime`) is refused by the kernel; vibe-shim
+/// runs it through a sealed memfd copy. The mode to restore: the current
+/// one if it has execute bits (a fresh package upgrade), else the recorded.
+fn seal_real(root: &Path, real: &Path, recorded: Option<u32>) -> Result<u32, LockdownError> {
+    let here = inside(root, real);
+    let mode = std::fs::metadata(&here).map_err(io(&here))?.mode() & 0o7777;
+    let restore = match mode & 0o111 {
+        0 => recorded.unwrap_or(0o755),
+        _ => mode,
+    };
+    let sealed = crate::runtime::SEALED_MODE;
+    std::fs::set_permissions(&here, std::fs::Permissions::from_mode(sealed)).map_err(io(&here))?;
+    Ok(restore)
+}
+
+/// Gives the real runc its mode back (0755, dpkg's, when none was recorded
+/// and it has no execute bit).
+fn unseal_real(root: &Path, real: &Path, recorded: Option<u32>) -> Result<(), LockdownError> {
+    let here = inside(root, real);
+    let mode = std::fs::metadata(&here).map_err(io(&here))?.mode() & 0o7777;
+    let restore = match (recorded, mode & 0o111) {
+        (Some(m), _) => m,
+        (None, 0) => 0o755,
+        (None, _) => return Ok(()),
+    };
+    std::fs::set_permissions(&here, std::fs::Permissions::from_mode(restore)).map_err(io(&here))
 }
 
 /// `path` (absolute, as seen inside `root`) as seen from here.
@@ -382,6 +421,12 @@ fn running_engine_paths(o: &Options) -> Vec<(String, String)> {
     if o.root != Path::new("/") {
         return Vec::new();
     }
+    engine_paths_here()
+}
+
+/// The PATH of every dockerd, containerd and podman running here, named
+/// `comm (pid N)` (doctor resolves `runc` on each).
+pub fn engine_paths_here() -> Vec<(String, String)> {
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -530,17 +575,20 @@ fn install_divert(o: &Options, shim: &Path, runc: &Path) -> Result<String, Lockd
         ];
         dpkg_divert(o, &args)?;
     }
-    write_record(
-        &o.root,
-        &Record {
-            mode: Mode::Divert,
-            runc: runc.to_path_buf(),
-            real: target.clone(),
-            shim: shim.to_path_buf(),
-        },
-    )?;
+    let recorded = read_record(&o.root)?.and_then(|r| r.real_mode);
+    let mut record = Record {
+        mode: Mode::Divert,
+        runc: runc.to_path_buf(),
+        real: target.clone(),
+        shim: shim.to_path_buf(),
+        real_mode: recorded,
+    };
+    // The record first: vibe-shim finds the real runc only through it.
+    write_record(&o.root, &record)?;
+    record.real_mode = Some(seal_real(&o.root, &target, recorded)?);
+    write_record(&o.root, &record)?;
     Ok(format!(
-        "vibe-shim: lockdown {done} (divert): {} -> {}; the real runc is {} (dpkg keeps upgrading it there); policy {}\n",
+        "vibe-shim: lockdown {done} (divert): {} -> {}; the real runc is {} (dpkg keeps upgrading it there; mode 0400, run only through vibe-shim); policy {}\n",
         runc.display(),
         shim.display(),
         target.display(),
@@ -566,7 +614,9 @@ fn path_real_runc(o: &Options, shim: &Path) -> Result<PathBuf, LockdownError> {
 
 fn install_path(o: &Options, shim: &Path) -> Result<String, LockdownError> {
     let link = o.path_dir.join("runc");
-    let real = match read_record(&o.root)? {
+    let prior = read_record(&o.root)?;
+    let recorded = prior.as_ref().and_then(|r| r.real_mode);
+    let real = match prior {
         Some(r) if r.mode == Mode::Path && r.runc == link => r.real,
         Some(r) => {
             return Err(LockdownError::Refused(format!(
@@ -593,15 +643,16 @@ fn install_path(o: &Options, shim: &Path) -> Result<String, LockdownError> {
             )))
         }
     }
-    write_record(
-        &o.root,
-        &Record {
-            mode: Mode::Path,
-            runc: link.clone(),
-            real: real.clone(),
-            shim: shim.to_path_buf(),
-        },
-    )?;
+    let mut record = Record {
+        mode: Mode::Path,
+        runc: link.clone(),
+        real: real.clone(),
+        shim: shim.to_path_buf(),
+        real_mode: recorded,
+    };
+    write_record(&o.root, &record)?;
+    record.real_mode = Some(seal_real(&o.root, &real, recorded)?);
+    write_record(&o.root, &record)?;
     let path = format!("{}:{}", o.path_dir.display(), ENGINE_PATH);
     let mut stale = String::new();
     for (whose, engine_path) in running_engine_paths(o) {
@@ -654,6 +705,9 @@ pub fn uninstall(args: &[OsString]) -> Result<String, LockdownError> {
         std::fs::remove_file(&here).map_err(io(&here))?;
         said.push(format!("removed {}", link.display()));
     }
+    if let Some(r) = record.as_ref().filter(|r| r.mode == Mode::Path) {
+        unseal_real(&o.root, &r.real, r.real_mode)?;
+    }
     // Divert mode: every candidate we diverted.
     if have_dpkg() {
         let runcs: Vec<PathBuf> = match (&record, &o.runc) {
@@ -662,7 +716,8 @@ pub fn uninstall(args: &[OsString]) -> Result<String, LockdownError> {
             _ => RUNC_CANDIDATES.iter().map(PathBuf::from).collect(),
         };
         for runc in runcs {
-            if let Some(line) = uninstall_divert(&o, &runc, &shim)? {
+            let mode = record.as_ref().and_then(|r| r.real_mode);
+            if let Some(line) = uninstall_divert(&o, &runc, &shim, mode)? {
                 said.push(line);
             }
         }
@@ -678,6 +733,7 @@ fn uninstall_divert(
     o: &Options,
     runc: &Path,
     shim: &Path,
+    real_mode: Option<u32>,
 ) -> Result<Option<String>, LockdownError> {
     let Some((pkg, target)) = diversion(o, runc)? else {
         return Ok(None);
@@ -687,15 +743,18 @@ fn uninstall_divert(
     }
     let (r, t) = (inside(&o.root, runc), inside(&o.root, &target));
     match (entry(&o.root, runc, shim), entry(&o.root, &target, shim)) {
-        // The real runc goes back over the link in one rename.
+        // The real runc goes back over the link in one rename, its mode
+        // restored first so `runc` is never there without an execute bit.
         (Entry::OurLink | Entry::Missing, Entry::File { .. }) => {
+            unseal_real(&o.root, &target, real_mode)?;
             std::fs::rename(&t, &r).map_err(io(&r))?;
         }
         // A run stopped after the hard link, or after the rename.
         (Entry::File { dev, ino }, Entry::File { dev: d2, ino: i2 }) if (dev, ino) == (d2, i2) => {
+            unseal_real(&o.root, &target, real_mode)?;
             std::fs::remove_file(&t).map_err(io(&t))?;
         }
-        (Entry::File { .. }, Entry::Missing) => {}
+        (Entry::File { .. }, Entry::Missing) => unseal_real(&o.root, runc, real_mode)?,
         (a, b) => {
             return Err(LockdownError::Refused(format!(
                 "unexpected state: {} is {a:?}, {} is {b:?}; left as is",
@@ -784,6 +843,7 @@ mod tests {
             runc: "/usr/sbin/runc".into(),
             real: "/usr/sbin/runc.vibe-shim-real".into(),
             shim: "/usr/local/bin/vibe-shim".into(),
+            real_mode: Some(0o755),
         };
         write_record(r, &record).unwrap();
         let path = inside(r, Path::new(RECORD_PATH));
