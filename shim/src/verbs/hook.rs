@@ -11,7 +11,9 @@ use crate::policy_file;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookVerbError {
-    #[error("unknown hook {0:?} (expected \"network\", \"tmpfs-modes\", \"kernel-tcp\" or \"release\")")]
+    #[error(
+        "unknown hook {0:?} (expected \"network\", \"tmpfs-modes\", \"kernel-tcp\" or \"release\")"
+    )]
     UnknownHook(String),
     #[error("cannot read the OCI state from stdin: {0}")]
     Stdin(std::io::Error),
@@ -38,7 +40,14 @@ pub fn run(
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
     use vibe_policy::rules::{resources::KERNEL_TCP_HOOK, tmpfs_modes};
-    if !["network", tmpfs_modes::HOOK_NAME, KERNEL_TCP_HOOK, RELEASE_HOOK].contains(&name.as_str()) {
+    if ![
+        "network",
+        tmpfs_modes::HOOK_NAME,
+        KERNEL_TCP_HOOK,
+        RELEASE_HOOK,
+    ]
+    .contains(&name.as_str())
+    {
         return Err(HookVerbError::UnknownHook(name));
     }
     let mut state = Vec::new();
