@@ -385,7 +385,7 @@ fn cgroup_parent_under_another_container_is_refused() {
     // The victim's own cgroup, as the host's hierarchy names it.
     let path = cgroups
         .lines()
-        .filter_map(|l| l.splitn(3, ':').nth(1).zip(l.splitn(3, ':').nth(2)))
+        .filter_map(|l| l.split_once(':').and_then(|(_, rest)| rest.split_once(':')))
         .find(|(controllers, _)| *controllers == "pids" || controllers.is_empty())
         .map(|(_, path)| path.to_string())
         .unwrap_or_else(|| panic!("no pids cgroup for {pid}: {cgroups}"));
