@@ -38,7 +38,7 @@ pub fn parse_mount_points(text: &[u8]) -> Vec<PathBuf> {
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape_octal(field: &[u8]) -> Vec<u8> {
+pub(crate) fn unescape_octal(field: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(field.len());
     let mut i = 0;
     while i < field.len() {

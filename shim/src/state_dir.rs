@@ -154,29 +154,8 @@ fn mounts_below(dir: &Path) -> Vec<PathBuf> {
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
 fn unescape_mountinfo(field: &str) -> PathBuf {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
-            std::str::from_utf8(d)
-                .ok()
-                .and_then(|d| u8::from_str_radix(d, 8).ok())
-        });
-        match (bytes[i], octal) {
-            (b'\\', Some(b)) => {
-                out.push(b);
-                i += 4;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    PathBuf::from(std::ffi::OsString::from(
-        <std::ffi::OsStr as OsStrExt>::from_bytes(&out),
-    ))
+    let bytes = crate::host::unescape_octal(field.as_bytes());
+    PathBuf::from(<std::ffi::OsStr as OsStrExt>::from_bytes(&bytes))
 }
 
 /// Removes a container's directory and everything in it; absent is fine.
