@@ -37,6 +37,8 @@ pub struct CreateContext {
     pub bundle: PathBuf,
     /// runc's `--root`, absolute and clean (`/run/runc` when not given).
     pub runc_root: PathBuf,
+    /// runc's `--systemd-cgroup`: which reading of `cgroupsPath` runc uses.
+    pub systemd_cgroup: bool,
 }
 
 /// A rewritten document plus everything that was changed in it.

@@ -296,6 +296,11 @@ fn check_bind(
     if has(options, "rbind") {
         out.push(format!("mounts[{i}] bind of {source} is recursive (rbind)"));
     }
+    for weak in ["rrw", "rsuid", "rdev", "rexec", "rsymfollow"] {
+        if has(options, weak) {
+            out.push(format!("mounts[{i}] bind of {source} has {weak}"));
+        }
+    }
     let path = Path::new(source);
     let engine_file = ENGINE_FILES
         .iter()
@@ -306,12 +311,13 @@ fn check_bind(
         .iter()
         .filter(|b| source.starts_with('/') && path.starts_with(&b.source))
         .max_by_key(|b| b.source.components().count());
-    // runc applies ro/rw in order: the last one wins.
-    let writable = options
-        .iter()
-        .rev()
-        .find(|o| ["ro", "rw", "rro", "rrw"].contains(&o.as_str()))
-        .is_none_or(|o| o == "rw" || o == "rrw");
+    // runc applies ro/rw in order (the last one wins), then rro on top.
+    let writable = !has(options, "rro")
+        && options
+            .iter()
+            .rev()
+            .find(|o| ["ro", "rw"].contains(&o.as_str()))
+            .is_none_or(|o| o == "rw");
     match allow {
         Some(b) if b.mode == BindMode::Ro && (!has(options, "ro") || has(options, "rw")) => {
             out.push(format!("mounts[{i}] bind of {source} is not read-only"));

@@ -308,6 +308,8 @@ pub struct Invocation {
     pub log_format: Option<OsString>,
     /// `--criu` was given (it picks the binary runc 1.1 runs as root).
     pub criu: bool,
+    /// `--systemd-cgroup`: runc reads `cgroupsPath` as `slice:prefix:name`.
+    pub systemd_cgroup: bool,
     /// Index of the verb in `runc_args`.
     pub verb_index: Option<usize>,
     /// `--help` or `--version`: runc prints and runs no verb.
@@ -688,6 +690,7 @@ pub fn scan_globals(args: Vec<OsString>) -> Result<Invocation, ArgsError> {
         log: None,
         log_format: None,
         criu: false,
+        systemd_cgroup: false,
         verb_index: None,
         no_action: false,
         error: None,
@@ -763,6 +766,7 @@ pub fn scan_globals(args: Vec<OsString>) -> Result<Invocation, ArgsError> {
             "log" => inv.log = value.clone(),
             "log-format" => inv.log_format = value.clone(),
             "criu" => inv.criu = true,
+            "systemd-cgroup" => inv.systemd_cgroup = on(),
             "help" => help = on(),
             "version" => version = on(),
             _ => {}

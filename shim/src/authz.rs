@@ -418,10 +418,12 @@ fn running_engines() -> Vec<(String, String, String)> {
         if !matches!(comm, "dockerd" | "containerd") {
             continue;
         }
-        // Gone meanwhile, or unreadable: an empty PATH finds no runc, which
-        // refuses (fail closed) unless the process is gone.
-        let Ok(environ) = std::fs::read(dir.join("environ")) else {
-            continue;
+        // Gone meanwhile: skipped. Unreadable while it still runs: an empty
+        // PATH, which finds no runc and so refuses (fail closed).
+        let environ = match std::fs::read(dir.join("environ")) {
+            Ok(environ) => environ,
+            Err(_) if !dir.join("stat").exists() => continue,
+            Err(_) => Vec::new(),
         };
         let path = environ
             .split(|b| *b == 0)

@@ -288,6 +288,7 @@ fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
         policy,
         runtime,
         root: inv.root.clone(),
+        systemd_cgroup: inv.systemd_cgroup,
         host: RealHost::new(),
     };
     let args = inv.verb_args();

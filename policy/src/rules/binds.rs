@@ -118,6 +118,7 @@ fn judge_binds(
         );
         edit_options(mount, index, RULE, rec, |options| {
             force_non_recursive(options);
+            options.retain(|o| !WEAKENING_RECURSIVE.contains(o));
             add_option(options, "nosuid");
             remove_option(options, "suid");
             add_option(options, "nodev");
@@ -307,6 +308,12 @@ pub fn judge_host_path(
         _ => Err("internal: unexpected bind verdict".into()),
     }
 }
+
+/// runc's recursive mount attributes that clear what this rule sets: runc
+/// applies them with `mount_setattr` after the `ro`/`nosuid`/`nodev`
+/// remount, so `rrw` would leave a read-only bind writable. The ones that
+/// only add a restriction (`rro`, `rnosuid`, …) are kept.
+pub(crate) const WEAKENING_RECURSIVE: &[&str] = &["rrw", "rsuid", "rdev", "rexec", "rsymfollow"];
 
 /// `rbind` would carry every mount below the source in with it.
 fn force_non_recursive(options: &mut Vec<&str>) {
@@ -745,6 +752,22 @@ mod tests {
         host.canonical
             .insert(PathBuf::from("/srv/data/x"), PathBuf::from("/etc"));
         assert!(pins(&spec, &policy, &host, &ctx).is_err());
+    }
+
+    #[test]
+    fn recursive_attributes_that_undo_the_rule_are_dropped() {
+        let mut policy = Policy::default();
+        policy.filesystem.bind = vec![BindAllow {
+            source: PathBuf::from("/srv"),
+            mode: BindMode::Ro,
+        }];
+        let mut spec = json!({"mounts": [{"destination": "/x", "type": "bind", "source": "/srv/a",
+            "options": ["rbind", "ro", "rrw", "rsuid", "rdev", "rexec", "rsymfollow", "rro", "rnoexec"]}]});
+        crate::rules::run_rule(apply, &mut spec, &policy).unwrap();
+        assert_eq!(
+            crate::rules::options_at(&spec, "/x"),
+            ["bind", "ro", "rro", "rnoexec", "nosuid", "nodev"]
+        );
     }
 
     #[test]

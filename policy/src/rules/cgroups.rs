@@ -55,7 +55,14 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, _rec: &mut Record) -> Result<()
         }
     }
     if let Some(parents) = &cx.policy.resources.cgroup_parents {
-        if !raw.is_empty() && !below_a_parent(raw, parents) {
+        // The reading runc will use (by --systemd-cgroup); an empty path is
+        // judged as the default it becomes.
+        let reading = match (raw.is_empty(), create.systemd_cgroup) {
+            (false, _) => raw.to_string(),
+            (true, true) => format!("{DEFAULT_SLICE}:{DEFAULT_PREFIX}:{}", create.container_id),
+            (true, false) => create.container_id.clone(),
+        };
+        if !below_a_parent(&reading, create.systemd_cgroup, parents) {
             return refuse(format!(
                 "not below any of [resources] cgroup_parents ({})",
                 parents.join(", ")
@@ -99,11 +106,15 @@ fn nests_in_a_busy_cgroup(path: &std::path::Path, cx: &RuleContext) -> Option<St
     None
 }
 
-/// Whether `raw` lies strictly below one of the admin's parents: a systemd
-/// `slice:prefix:name` by its slice (a listed slice or one nested in it),
-/// any other path by its cgroupfs reading, component by component.
-fn below_a_parent(raw: &str, parents: &[String]) -> bool {
-    if let [slice, _, _] = raw.split(':').collect::<Vec<_>>()[..] {
+/// Whether `raw` lies strictly below one of the admin's parents, in the
+/// reading runc uses: under `--systemd-cgroup` a `slice:prefix:name` by its
+/// slice (a listed slice or one nested in it), otherwise the cgroupfs path,
+/// component by component (a `a:b:c` is then a relative directory name).
+fn below_a_parent(raw: &str, systemd: bool, parents: &[String]) -> bool {
+    if systemd {
+        let [slice, _, _] = raw.split(':').collect::<Vec<_>>()[..] else {
+            return false;
+        };
         let slice = if slice.is_empty() {
             DEFAULT_SLICE
         } else {
@@ -283,25 +294,39 @@ mod tests {
                 .map(String::from)
                 .to_vec(),
         );
-        let create = CreateContext {
+        let cgroupfs = CreateContext {
             container_id: "c1".into(),
             ..CreateContext::default()
         };
-        let host = FakeHost::new();
-        let judge_with = |policy: &Policy, path: &str| {
-            crate::rules::run_rule_with(apply, &mut spec(path), policy, &host, Some(&create))
+        let systemd = CreateContext {
+            systemd_cgroup: true,
+            ..cgroupfs.clone()
         };
+        let host = FakeHost::new();
+        let judge_in = |create: &CreateContext, policy: &Policy, path: &str| {
+            crate::rules::run_rule_with(apply, &mut spec(path), policy, &host, Some(create))
+        };
+        let judge_with = |policy: &Policy, path: &str| judge_in(&cgroupfs, policy, path);
         let judge = |path: &str| judge_with(&policy, path);
+        for ok in ["/docker/c1", "/docker/sub/c1", "vibe-test/c1"] {
+            assert!(judge(ok).is_ok(), "{ok}: {:?}", judge(ok));
+        }
+        let judge_systemd = |path: &str| judge_in(&systemd, &policy, path);
         for ok in [
-            "/docker/c1",
-            "/docker/sub/c1",
-            "vibe-test/c1",
             "system.slice:docker:c1",
             ":runc:c1",
             "kubepods-burstable.slice:cri:c1",
             "",
         ] {
-            assert!(judge(ok).is_ok(), "{ok}: {:?}", judge(ok));
+            assert!(judge_systemd(ok).is_ok(), "{ok}: {:?}", judge_systemd(ok));
+        }
+        // Under cgroupfs a slice:prefix:name is a relative directory name,
+        // and an empty path is runc's <own cgroup>/<id>: both outside.
+        for bad in ["system.slice:docker:c1", ""] {
+            assert!(judge(bad).is_err(), "{bad}");
+        }
+        for bad in ["machine.slice:libpod:c1", "/docker/c1"] {
+            assert!(judge_systemd(bad).is_err(), "{bad}");
         }
         for bad in [
             "/anything/new",
@@ -309,8 +334,6 @@ mod tests {
             "/dockerx/c1",
             "/docker/../x/c1",
             "c1",
-            "machine.slice:libpod:c1",
-            "-.slice:p:c1",
         ] {
             let err = judge(bad).unwrap_err();
             assert!(

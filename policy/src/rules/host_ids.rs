@@ -22,7 +22,6 @@ use serde_json::Value;
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
 use crate::host::HostView;
-use crate::rules::binds::ENGINE_FILES;
 use crate::rules::kernel_mounts::{destination, is_bind};
 
 const RULE: &str = "host_ids";
@@ -53,8 +52,8 @@ pub fn check_exec(process: &Value, container: &Value, cx: &RuleContext) -> Resul
 }
 
 /// The writable subtree binds of a judged spec. A spec judged before the
-/// annotation existed has none: then every writable bind outside the
-/// engine's own destinations counts.
+/// annotation existed has none: then every writable bind counts, the
+/// engine's own files included, since its sources are no longer known.
 fn writable_binds(spec: &Value) -> Vec<String> {
     let recorded = spec
         .pointer("/annotations")
@@ -70,17 +69,23 @@ fn writable_binds(spec: &Value) -> Vec<String> {
         .flatten()
         .filter(|m| is_bind(m) && !read_only(m))
         .map(|m| destination(m).into_owned())
-        .filter(|d| !ENGINE_FILES.iter().any(|(e, _)| e == d))
         .collect()
 }
 
-/// A bind's final read-only state as runc applies its options in order.
+/// A bind's final read-only state as runc applies its options: `ro`/`rw` in
+/// order, then `rro`/`rrw` (recursive, applied after the remount) on top.
 pub(crate) fn read_only(mount: &Value) -> bool {
-    crate::json::str_items(mount.get("options")).fold(false, |ro, option| match option {
-        "ro" | "rro" => true,
-        "rw" | "rrw" => false,
+    let options = || crate::json::str_items(mount.get("options"));
+    let flag = options().fold(false, |ro, option| match option {
+        "ro" => true,
+        "rw" => false,
         _ => ro,
-    })
+    });
+    match options().filter(|o| *o == "rro" || *o == "rrw").last() {
+        Some("rro") => true,
+        Some(_) => false,
+        None => flag,
+    }
 }
 
 fn forced_user_is_regular(cx: &RuleContext) -> Result<(), Denial> {
@@ -111,6 +116,7 @@ fn check(
     let Some(first) = writable.first() else {
         return Ok(());
     };
+    writable_powers(process, field, first)?;
     let (uid_min, gid_min) = host.regular_id_min();
     let user = process.get("user").unwrap_or(&Value::Null);
     // runc runs a process with no user as 0:0.
@@ -161,6 +167,51 @@ fn check(
     Ok(())
 }
 
+/// Capabilities with which a regular id still leaves host-privileged files:
+/// it becomes root (SETUID/SETGID), or chowns and set-ids files it does not
+/// own (CHOWN, FOWNER, FSETID, DAC_OVERRIDE).
+const OWNER_POWERS: &[&str] = &[
+    "CAP_SETUID",
+    "CAP_SETGID",
+    "CAP_CHOWN",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_DAC_OVERRIDE",
+];
+
+/// Beside a writable bind the ids must also stay what they are: no capability
+/// that changes them or a file's owner, and no-new-privileges (else a
+/// setuid-root binary of the image makes uid 0).
+fn writable_powers(process: &Value, field: &str, dest: &str) -> Result<(), Denial> {
+    let sets = process.get("capabilities").and_then(Value::as_object);
+    for (set, caps) in sets.into_iter().flatten() {
+        let found = crate::json::str_items(Some(caps)).find(|c| OWNER_POWERS.contains(c));
+        if let Some(cap) = found {
+            return Err(Denial::new(
+                RULE,
+                format!("{field}/capabilities/{set}"),
+                cap,
+                format!(
+                    "the container can write the host directory bound at {dest}: with {cap} \
+                     it could leave files owned by a privileged host id there"
+                ),
+            ));
+        }
+    }
+    if process.get("noNewPrivileges") != Some(&Value::Bool(true)) {
+        return Err(Denial::new(
+            RULE,
+            format!("{field}/noNewPrivileges"),
+            "false",
+            format!(
+                "the container can write the host directory bound at {dest}: without \
+                 no-new-privileges a setuid-root binary of the image runs as host root"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,7 +221,7 @@ mod tests {
 
     fn spec(user: Value, writable: &[&str]) -> Value {
         json!({
-            "process": {"user": user},
+            "process": {"user": user, "noNewPrivileges": true},
             "annotations": {WRITABLE_BINDS_ANNOTATION: serde_json::to_string(writable).unwrap()},
         })
     }
@@ -220,6 +271,23 @@ mod tests {
     }
 
     #[test]
+    fn owner_powers_or_no_nnp_beside_a_writable_bind_are_refused() {
+        let regular = json!({"uid": 1000, "gid": 1000});
+        let mut doc = spec(regular.clone(), &["/w"]);
+        doc["process"]["capabilities"] = json!({"ambient": ["CAP_NET_BIND_SERVICE", "CAP_SETUID"]});
+        let err = run(&mut doc, &Policy::default()).unwrap_err();
+        assert_eq!(err.field, "/process/capabilities/ambient", "{err}");
+        let mut doc = spec(regular.clone(), &["/w"]);
+        doc["process"]["noNewPrivileges"] = json!(false);
+        let err = run(&mut doc, &Policy::default()).unwrap_err();
+        assert_eq!(err.field, "/process/noNewPrivileges", "{err}");
+        // Without a writable bind neither matters here.
+        let mut doc = spec(regular, &[]);
+        doc["process"]["noNewPrivileges"] = json!(false);
+        assert!(run(&mut doc, &Policy::default()).is_ok());
+    }
+
+    #[test]
     fn a_forced_system_user_is_refused() {
         let mut policy = Policy::default();
         policy.process.user = Some("0:0".into());
@@ -238,8 +306,8 @@ mod tests {
             {"destination": "/ro", "type": "bind", "source": "/s", "options": ["bind", "ro"]},
             {"destination": "/again", "type": "bind", "source": "/s", "options": ["ro", "rw"]},
         ]});
-        assert_eq!(writable_binds(&container), ["/again"]);
-        let root = json!({"user": {"uid": 0, "gid": 0}});
+        assert_eq!(writable_binds(&container), ["/etc/hosts", "/again"]);
+        let root = json!({"user": {"uid": 0, "gid": 0}, "noNewPrivileges": true});
         let policy = Policy::default();
         let host = FakeHost::new();
         let cx = RuleContext {

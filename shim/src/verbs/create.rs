@@ -89,6 +89,7 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
         runtime_path: ctx.runtime.clone(),
         bundle,
         runc_root,
+        systemd_cgroup: ctx.systemd_cgroup,
     };
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
         let pid_file = judge_runtime_flags(ctx, &items, &create.bundle)?;

@@ -500,6 +500,7 @@ mod tests {
             policy,
             runtime: "/usr/sbin/runc".into(),
             root: None,
+            systemd_cgroup: false,
             host: crate::host::RealHost::new(),
         }
     }

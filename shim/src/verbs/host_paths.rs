@@ -22,6 +22,8 @@ pub enum HostPathError {
     NoName,
     #[error("{path} exists and is not a regular file")]
     NotRegular { path: String },
+    #[error("{path} exists and is not a pid file (*.pid, pidfile, exec_pid)")]
+    NotAPidFile { path: String },
     #[error("{path} {reason}: its entries could change after the check")]
     Unsafe { path: String, reason: &'static str },
     #[error("cannot resolve {path}: {reason}")]
@@ -167,6 +169,12 @@ pub fn pid_file(value: &OsStr, bundle: Option<&Path>, dirs: &[PathBuf]) -> Resul
             Ok(meta) if !meta.file_type().is_file() => Err(HostPathError::NotRegular {
                 path: target.display().to_string(),
             }),
+            // runc renames over it: an existing file must be a pid file an
+            // engine left (a restart), never another container's state.json
+            // or a file of an image layer.
+            Ok(_) if !is_pid_file_name(&target) => Err(HostPathError::NotAPidFile {
+                path: target.display().to_string(),
+            }),
             Ok(_) => Ok(target),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(target),
             Err(e) => Err(HostPathError::Resolve {
@@ -176,6 +184,14 @@ pub fn pid_file(value: &OsStr, bundle: Option<&Path>, dirs: &[PathBuf]) -> Resul
         }
     })();
     judged.map_err(denial)
+}
+
+/// The names the engines give pid files: containerd's `init.pid` and
+/// `<exec-id>.pid`, conmon's `pidfile` and `exec_pid`.
+fn is_pid_file_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".pid") || n == "pidfile" || n == "exec_pid")
 }
 
 /// A checkpoint directory runc (and CRIU) create and write as root: an
@@ -295,6 +311,26 @@ mod tests {
         std::os::unix::fs::symlink("/etc", bundle.join("etc")).unwrap();
         let err = pid_file(bundle.join("etc/passwd").as_os_str(), Some(&bundle), &[]).unwrap_err();
         assert!(err.reason.contains("outside"), "{err:?}");
+    }
+
+    #[test]
+    fn an_existing_file_is_replaced_only_when_it_is_a_pid_file() {
+        let dir = private();
+        let bundle = dir.path().to_path_buf();
+        for name in ["state.json", "sh"] {
+            std::fs::write(bundle.join(name), "x").unwrap();
+            let err = pid_file(bundle.join(name).as_os_str(), Some(&bundle), &[]).unwrap_err();
+            assert!(err.reason.contains("not a pid file"), "{name}: {err:?}");
+        }
+        for name in ["init.pid", "pidfile", "exec_pid"] {
+            std::fs::write(bundle.join(name), "1").unwrap();
+            assert!(
+                pid_file(bundle.join(name).as_os_str(), Some(&bundle), &[]).is_ok(),
+                "{name}"
+            );
+        }
+        // A new file may have any name.
+        assert!(pid_file(bundle.join("fresh").as_os_str(), Some(&bundle), &[]).is_ok());
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct Ctx {
     pub runtime: PathBuf,
     /// `--root` (runc's default is /run/runc).
     pub root: Option<OsString>,
+    /// runc's `--systemd-cgroup`.
+    pub systemd_cgroup: bool,
     pub host: RealHost,
 }
 

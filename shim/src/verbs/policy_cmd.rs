@@ -146,6 +146,7 @@ fn explain(
         runtime_path,
         bundle: bundle_abs,
         runc_root: crate::state_dir::runc_root(None),
+        systemd_cgroup: false,
     };
     let mut out = format!(
         "policy: {}\nbundle: {}\n",

@@ -210,6 +210,7 @@ mod tests {
             policy: Policy::default(),
             runtime: "/usr/sbin/runc".into(),
             root: None,
+            systemd_cgroup: false,
             host: RealHost::new(),
         }
     }
