@@ -441,9 +441,10 @@ fn allowed_bind_with_the_default_runtime_runs_confined() {
     std::fs::write(dir.join("f"), "from-host\n").unwrap();
     let c = named(&env, "authz-ok");
     let mount = format!("type=bind,src={},dst=/w", dir.display());
+    // A writable bind needs a regular id (the runtime's host_ids rule).
     let out = c.docker(
         &["run", "--rm"],
-        &["--mount", &mount],
+        &["-u", "1000:1000", "--mount", &mount],
         &[
             "sh",
             "-c",
@@ -600,7 +601,11 @@ fn allow_bind_create_lets_allowed_v_binds_through() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("f"), "from-host\n").unwrap();
     let bind = format!("{}:/w", dir.display());
-    let out = named(&env, "authz-allow").docker(&["run", "--rm"], &["-v", &bind], &["cat", "/w/f"]);
+    let out = named(&env, "authz-allow").docker(
+        &["run", "--rm"],
+        &["-u", "1000:1000", "-v", &bind],
+        &["cat", "/w/f"],
+    );
     let outside =
         named(&env, "authz-allow").docker(&["run", "--rm"], &["-v", "/etc:/w"], &["true"]);
     let _ = std::fs::remove_dir_all(&dir);

@@ -40,6 +40,9 @@ fn docker_bind_source_flipped_to_root_never_escapes() {
             &c.name,
             "--runtime",
             &rt,
+            // A writable bind needs a regular id (host_ids).
+            "-u",
+            "1000:1000",
             "--mount",
             &mount,
             IMAGE,

@@ -7,8 +7,10 @@
 //!
 //! The upstream test host lives in a namespace of ours behind a veth from
 //! the host on a documentation range (198.51.100.128/27, one /30 per work
-//! tree); its names are mapped in the host's /etc/hosts by a marked block
-//! that is removed on drop, even when a test fails.
+//! tree), serving on an address one hop further (203.0.113.x, routed via
+//! that veth: the proxy refuses a host interface's own subnet); its names are
+//! mapped in the host's /etc/hosts by a marked block that is removed on
+//! drop, even when a test fails.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
@@ -237,6 +239,22 @@ impl Upstream {
         must(&["ip", "link", "set", &host_if, "up"]);
         ns.ip(&["addr", "add", &format!("{ip}/30"), "dev", "eth0"]);
         ns.ip(&["link", "set", "eth0", "up"]);
+        // The service sits one hop away, as the internet does: a neighbour on
+        // a host interface's own subnet is refused as the host's network.
+        let service = format!("203.0.113.{}", base + 2);
+        ns.ip(&["addr", "add", &format!("{service}/32"), "dev", "lo"]);
+        ns.ip(&["link", "set", "lo", "up"]);
+        must(&[
+            "ip",
+            "route",
+            "replace",
+            &format!("{service}/32"),
+            "via",
+            &ip,
+            "dev",
+            &host_if,
+        ]);
+        let ip = service;
         ns.tcp_server(PORT);
         ns.tcp_server(8081);
         ns.tcp_server(443);
