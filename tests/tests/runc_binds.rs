@@ -27,9 +27,10 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A writable bind needs a regular id (host_ids): the processes run as 1000.
 fn policy_allowing(root: &Path) -> String {
     format!(
-        "[[filesystem.bind]]\nsource = \"{}\"\nmode = \"rw\"\n",
+        "[process]\nuser = \"1000:1000\"\n\n[[filesystem.bind]]\nsource = \"{}\"\nmode = \"rw\"\n",
         root.display()
     )
 }

@@ -77,7 +77,7 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
             other.display()
         ));
     }
-    if let Some(reason) = in_use_elsewhere(&root, cx) {
+    if let Some(reason) = in_use_elsewhere(&root, inside_bundle(&root, create, cx), cx) {
         return refuse(format!("{}: {reason}", root.display()));
     }
     let canonical = root.to_string_lossy().into_owned();
@@ -102,8 +102,10 @@ fn inside_bundle(root: &Path, create: &CreateContext, cx: &RuleContext) -> bool 
 
 /// Judged on the filesystem itself, whatever engine layout holds its state:
 /// a new container's root is no live process's root (nor on the overlay
-/// one is rooted in), and an overlay root is mounted once, by its engine.
-fn in_use_elsewhere(root: &Path, cx: &RuleContext) -> Option<String> {
+/// one is rooted in), and an overlay root outside the bundle (Docker's and
+/// podman's `merged`) is mounted once, by its engine. A snapshot mounted
+/// inside the bundle may show twice (BuildKit's executor does).
+fn in_use_elsewhere(root: &Path, in_bundle: bool, cx: &RuleContext) -> Option<String> {
     match cx.host.live_root_on(root) {
         Some((pid, true)) => {
             return Some(format!("it is the root directory of live process {pid}"))
@@ -116,7 +118,7 @@ fn in_use_elsewhere(root: &Path, cx: &RuleContext) -> Option<String> {
         _ => {}
     }
     let views = cx.host.mount_views(root);
-    (is_overlay_mount(root, cx) && views > 1).then(|| {
+    (!in_bundle && is_overlay_mount(root, cx) && views > 1).then(|| {
         format!("this overlay is mounted {views} times: another view of a root filesystem")
     })
 }
@@ -240,6 +242,13 @@ mod tests {
         host.mount_views.insert(PathBuf::from(DOCKER_ROOT), 2);
         let err = run(&mut root(DOCKER_ROOT), &host, &ctx()).unwrap_err();
         assert!(err.reason.contains("mounted 2 times"), "{err}");
+        // A snapshot mounted in the bundle may show twice (BuildKit).
+        let mut host = FakeHost::new();
+        host.mount_views
+            .insert(PathBuf::from("/run/b/c1/rootfs"), 2);
+        host.mount_types
+            .insert(PathBuf::from("/run/b/c1/rootfs"), "overlay".into());
+        assert!(run(&mut root("rootfs"), &host, &ctx()).is_ok());
         // A plain rootfs on the host's filesystem shares its device with
         // every host process: not refused for that.
         let mut host = FakeHost::new();
