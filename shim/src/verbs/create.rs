@@ -218,14 +218,18 @@ fn write_private_spec(dir: &Path, spec: &Value) -> Result<(), CreateError> {
         return Err(fail(std::io::Error::other(reason)));
     }
     let bytes = serde_json::to_vec(spec).map_err(|e| fail(std::io::Error::other(e)))?;
-    let mut file = OpenOptions::new()
+    write_new_private(&path, &bytes).map_err(fail)
+}
+
+/// Writes a new root-only file (never through a symlink, never over one).
+fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(fail)?;
-    file.write_all(&bytes).map_err(fail)
+        .open(path)?
+        .write_all(bytes)
 }
 
 /// runc's own flags that weaken the jail or write host paths as root:
@@ -312,15 +316,7 @@ fn record_engine_bundle(dir: &Path, bundle: &Path) -> Result<(), CreateError> {
         source,
     };
     let resolved = std::fs::canonicalize(bundle).map_err(fail)?;
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(fail)?;
-    file.write_all(resolved.as_os_str().as_encoded_bytes())
-        .map_err(fail)
+    write_new_private(&path, resolved.as_os_str().as_encoded_bytes()).map_err(fail)
 }
 
 /// The engine's bundle directory recorded at create, if any.
