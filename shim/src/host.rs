@@ -68,6 +68,24 @@ pub fn longest_mount_point(mounts: &[PathBuf], path: &Path) -> Option<PathBuf> {
         .cloned()
 }
 
+/// Where `path` is in each of this process's cgroup hierarchies (see
+/// [`cgroup_dirs`]); `None` when that cannot be read.
+fn hierarchy_dirs(path: &Path) -> Option<Vec<PathBuf>> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let v2_root = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let dirs = cgroup_dirs(&own, v2_root, path);
+    (!dirs.is_empty()).then_some(dirs)
+}
+
+/// Every process's pid and `/proc/<pid>` directory; `None` without /proc.
+fn processes() -> Option<impl Iterator<Item = (u32, PathBuf)>> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    Some(entries.flatten().filter_map(|entry| {
+        let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+        Some((pid, entry.path()))
+    }))
+}
+
 fn stat_id(path: &Path) -> Option<NamespaceId> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
@@ -128,15 +146,7 @@ impl HostView for RealHost {
     /// Compares with `/proc/<pid>/ns/net` of every process.
     fn netns_in_use(&self, path: &Path) -> Option<bool> {
         let target = stat_id(path)?;
-        let entries = std::fs::read_dir("/proc").ok()?;
-        Some(entries.flatten().any(|e| {
-            let is_pid = e
-                .file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit());
-            is_pid && stat_id(&e.path().join("ns/net")) == Some(target)
-        }))
+        Some(processes()?.any(|(_, dir)| stat_id(&dir.join("ns/net")) == Some(target)))
     }
 
     /// Compares with `/proc/<pid>/root` of every other process; an exact
@@ -145,18 +155,8 @@ impl HostView for RealHost {
         let (dev, ino) = stat_id(path)?;
         let own = std::process::id();
         let mut same_fs = None;
-        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if pid == own {
-                continue;
-            }
-            match stat_id(&entry.path().join("root")) {
+        for (pid, dir) in processes()?.filter(|(pid, _)| *pid != own) {
+            match stat_id(&dir.join("root")) {
                 Some(id) if id == (dev, ino) => return Some((pid, true)),
                 Some((d, _)) if d == dev && same_fs.is_none() => same_fs = Some((pid, false)),
                 _ => {}
@@ -189,24 +189,12 @@ impl HostView for RealHost {
     }
 
     fn cgroup_exists(&self, path: &Path) -> Option<bool> {
-        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let v2_root = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-        let dirs = cgroup_dirs(&own, v2_root, path);
-        if dirs.is_empty() {
-            return None;
-        }
-        Some(dirs.iter().any(|d| d.exists()))
+        Some(hierarchy_dirs(path)?.iter().any(|d| d.exists()))
     }
 
     fn cgroup_has_processes(&self, path: &Path) -> Option<bool> {
-        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let v2_root = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-        let dirs = cgroup_dirs(&own, v2_root, path);
-        if dirs.is_empty() {
-            return None;
-        }
         let mut busy = false;
-        for dir in dirs {
+        for dir in hierarchy_dirs(path)? {
             match std::fs::read(dir.join("cgroup.procs")) {
                 Ok(procs) => busy |= procs.iter().any(|b| !b.is_ascii_whitespace()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
