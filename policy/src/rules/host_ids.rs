@@ -300,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn without_the_annotation_every_writable_non_engine_bind_counts() {
+    fn without_the_annotation_every_writable_bind_counts() {
         let container = json!({"mounts": [
             {"destination": "/etc/hosts", "type": "bind", "source": "/s/hosts", "options": ["rbind", "rw"]},
             {"destination": "/ro", "type": "bind", "source": "/s", "options": ["bind", "ro"]},
