@@ -11,7 +11,8 @@ use std::process::Command;
 use std::sync::{RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{run_bounded, runtime, unique_name, Output, IMAGE};
+use vibe_shim_tests::docker::{runtime, IMAGE};
+use vibe_shim_tests::harness::{run_bounded, unique_name, Output};
 
 /// The plugin-killed test stops the plugin: it runs alone.
 static PLUGIN: RwLock<()> = RwLock::new(());

@@ -1,7 +1,7 @@
 //! End-to-end: `docker run --runtime vibe-shim` on the private test dockerd.
 //!
 //! Every case judges the container from inside with busybox tools (see
-//! `vibe_shim_tests::docker::posture_script`). A hostile case passes when the
+//! `vibe_shim_tests::posture::posture_script`). A hostile case passes when the
 //! container runs confined, or is refused with a reason naming vibe-shim that
 //! reaches the docker client. Run with `tests/run.sh` (needs tests/env/up.sh).
 
@@ -9,9 +9,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use vibe_shim_tests::docker::{
-    assert_confined, assert_confined_or_refused, assert_nothing_left, assert_refused_by_shim,
-    docker, docker_with, env, posture_script, run_posture, runc_list, runc_roots, runtime,
-    Container, Outcome, Output, Posture, TestPolicy, Volume, IMAGE,
+    assert_nothing_left, assert_refused_by_shim, docker, docker_with, runc_list, runc_roots,
+    runtime, Container, Volume, IMAGE,
+};
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::Output;
+use vibe_shim_tests::policy::TestPolicy;
+use vibe_shim_tests::posture::{
+    assert_confined, assert_confined_or_refused, posture_script, run_posture, Outcome, Posture,
 };
 
 fn policy() -> TestPolicy {
@@ -81,7 +86,7 @@ const WORKTREE_USER: &str = "1000:1000";
 impl Worktree {
     fn new(tag: &str) -> Worktree {
         let root = policy().worktree_root();
-        let dir = root.join(vibe_shim_tests::docker::unique_name(tag));
+        let dir = root.join(vibe_shim_tests::harness::unique_name(tag));
         std::fs::create_dir_all(&dir).unwrap();
         std::os::unix::fs::chown(&dir, Some(1000), Some(1000)).unwrap();
         Worktree(dir)
@@ -585,7 +590,7 @@ fn hostile_mount_bind_outside_allowlist_refused() {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn hostile_volume_bound_to_etc_refused() {
     let vol = Volume {
-        name: vibe_shim_tests::docker::unique_name("voletc"),
+        name: vibe_shim_tests::harness::unique_name("voletc"),
     };
     docker(&[
         "volume",

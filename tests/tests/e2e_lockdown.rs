@@ -19,9 +19,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use vibe_shim_tests::docker::{
-    ctr, ctr_import_image, docker, docker_with, env, run_bounded, unique_name, Container, Output,
-    CTR_IMAGE, IMAGE,
+    ctr, ctr_import_image, docker, docker_with, Container, CTR_IMAGE, IMAGE,
 };
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::{run_bounded, unique_name, Output};
 
 /// containerd namespace for the ctr canary (not dockerd's "moby").
 const CTR_NS: &str = "vibe-lockdown";

@@ -7,7 +7,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{docker, docker_with, env, program, runtime, unique_name, Container};
+use vibe_shim_tests::docker::{docker, docker_with, runtime, Container};
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::{program, unique_name};
 
 /// An image imported for this test, removed on drop.
 struct TestImage {
