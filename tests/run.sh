@@ -194,14 +194,25 @@ set +a
 
 # ---- 5. end-to-end suites ---------------------------------------------------
 THREADS=${VIBE_TEST_THREADS:-4}
+# Tests this stack cannot run (they fail loudly if run) are left out by
+# name; e2e_skips says which and why, and the summary counts them.
+# shellcheck source=tests/env/filter.sh
+. tests/env/filter.sh
+filtered_note() {
+    local n=0 arg
+    for arg in "$@"; do [ "$arg" = --skip ] && n=$((n + 1)); done
+    [ "$n" = 0 ] || SUMMARY+=("NOTE  $1: $n test(s) filtered out for this stack (see its log)")
+}
 # Every e2e_*.rs suite but the network one, which runs alone below, and the
 # authz one, which needs its gated dockerd (step e2e-authz).
 mapfile -t E2E_NAMES < <(find tests/tests -maxdepth 1 -name 'e2e_*.rs' ! -name e2e_network.rs \
     ! -name e2e_authz.rs -printf '%f\n' | sed 's/\.rs$//' | sort)
 read -ra DOCKER_SUITES <<<"$(suites "${E2E_NAMES[@]}")"
 if [ ${#DOCKER_SUITES[@]} -gt 0 ]; then
+    mapfile -t E2E_SKIPS < <(e2e_skips "${VIBE_TEST_STATE:-/run/vibe-test}/env" "${E2E_NAMES[@]}")
     step e2e cargo test --release --no-fail-fast -p vibe-shim-tests "${DOCKER_SUITES[@]}" \
-        -- --ignored --test-threads="$THREADS" || true
+        -- --ignored --test-threads="$THREADS" "${E2E_SKIPS[@]}" || true
+    filtered_note e2e "${E2E_SKIPS[@]}"
 fi
 # The network suite compares host routes/rulesets before and after, so it
 # runs alone.

@@ -43,6 +43,19 @@ pub fn server_version() -> (u32, u32) {
     })
 }
 
+/// Fails the test unless the test dockerd is at least `major`: `what` needs
+/// it. The runners leave such a test out on older stacks by its #[ignore]
+/// reason ("Docker >= N", tests/env/filter.sh), so reaching this panic
+/// means it was run by hand against the wrong stack, never a silent pass.
+pub fn require_docker(major: u32, what: &str) {
+    let (have, minor) = server_version();
+    assert!(
+        have >= major,
+        "{what}: this test needs Docker >= {major}, the test dockerd is {have}.{minor}; \
+         tests/run.sh leaves it out on this stack (tests/env/filter.sh)"
+    );
+}
+
 /// `docker -H <test daemon> args...`, bounded by [`TIMEOUT`].
 pub fn docker<S: AsRef<str>>(args: &[S]) -> Output {
     docker_with(args, None, TIMEOUT)
