@@ -234,16 +234,18 @@ if [ -f tests/tests/e2e_authz.rs ]; then
 fi
 
 # ---- 5d. the Debian package --------------------------------------------------
-# The Debian package (issue 10): dpkg -i, `vibe-shim install` into scratch
-# copies of the engine configs, dpkg -r / -P, and the host as found. After
+# The Debian package as an admin installs it: dpkg -i, `vibe-shim install`
+# into scratch copies of the engine configs, dpkg -r / -P, and the host as
+# found. After
 # the e2e suites: it installs /usr/bin/vibe-shim and /etc/vibe-shim briefly.
 step deb bash tests/env/deb.sh || true
 
 # ---- 5e. the real lockdown ----------------------------------------------------
-# The REAL lockdown (issue 10 section 1): divert the packaged runc to
-# vibe-shim, run the e2e_lockdown canaries with it on, uninstall, compare
-# runc's checksum. Late, because while it runs every container on the host
-# goes through vibe-shim (the sid phase after it has its own runc); its own EXIT trap uninstalls whatever fails.
+# The REAL lockdown: divert the packaged runc to vibe-shim, run the
+# e2e_lockdown canaries with it on, uninstall, compare runc's checksum.
+# Late, because while it runs every container on the host goes through
+# vibe-shim (the sid phase after it has its own runc); its own EXIT trap
+# uninstalls whatever fails.
 lockdown_ci() {
     bash tests/env/lockdown.sh
 }
@@ -251,7 +253,7 @@ if [ -f tests/env/lockdown.sh ]; then
     step lockdown lockdown_ci || true
 fi
 
-# ---- 5z. the same suites on Debian sid's stack (issue 11) -------------------
+# ---- 5z. the same suites on Debian sid's stack ------------------------------
 # Docker 28, containerd 2, runc 1.3 and podman 5 from a tree debootstrapped
 # fresh for this run, beside the host dockerd above: sid-up.sh, every e2e
 # suite again (the network one alone), sid-down.sh (always). Alone:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The REAL lockdown on the sid stack (issue 10), run by sid-run.sh after the
+# The REAL lockdown on the sid stack, run by sid-run.sh after the
 # lockdown-off suites: inside the sid tree (its own dpkg, its own
 # /usr/sbin/runc; never the host's), `vibe-shim install lockdown` diverts the
 # tree's runc to a root-owned copy of vibe-shim placed in the tree, with

@@ -63,7 +63,7 @@ if [ ${#net[@]} -gt 0 ]; then
     timed e2e-network cargo test --release --no-fail-fast -p vibe-shim-tests "${net[@]}" \
         -- --ignored --test-threads=1
 fi
-# The real lockdown inside the sid tree (issue 10), after the lockdown-off
+# The real lockdown inside the sid tree, after the lockdown-off
 # suites: the tree's runc diverted to vibe-shim, the e2e_lockdown canaries
 # and doctor with it on, uninstall. Its EXIT trap always uninstalls.
 if [ -f tests/env/sid-lockdown.sh ]; then

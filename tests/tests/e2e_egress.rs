@@ -1,4 +1,4 @@
-//! Issue 12 end to end: mode "proxy" through the private dockerd
+//! End to end: network mode "proxy" through the private dockerd
 //! (`runtime_for("proxy")`, tests/policies/proxy.toml) and raw runc bundles,
 //! against a `vibe-shim egress` daemon this suite starts itself on the
 //! socket that policy names (inside the work tree's target/, so no system
@@ -464,7 +464,8 @@ fn listener_env_and_no_route() {
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn connect_to_an_allowed_name_reaches_the_test_host() {
-    // Needs the proxy engine (egressd's part of issue 12).
+    // The whole way: container, its 127.0.0.1:3128 listener, the egress
+    // daemon's proxy, the upstream test host.
     let _serial = serial();
     let daemon = Daemon::start();
     let _upstream = Upstream::new();

@@ -1,5 +1,6 @@
-//! End-to-end: the doors around the runtime flag, with lockdown off and on
-//! (issue 10 section 1). Each canary is judged from inside the container:
+//! End-to-end: the doors around the runtime flag (a client naming plain
+//! runc, or an engine that runs `runc` from PATH), with lockdown off and on.
+//! Each canary is judged from inside the container:
 //! CapEff and NoNewPrivs from /proc/self/status, a write to `/`, and a read
 //! of the host's shadow file through `-v /etc:/x`.
 //!

@@ -1,4 +1,4 @@
-//! Issues 4 and 9 end to end: `docker run` on the private test dockerd with
+//! The network modes end to end: `docker run` on the private test dockerd with
 //! the runtimes `runtime_for("network-{none,allow,open,nonft,dns,inbound}")`
 //! (vibe-shim-network-* in CI), judged from inside the
 //! container with busybox (`ip route`, `nc`, `tftp`). Every target is a test
@@ -269,7 +269,7 @@ fn missing_nft_refuses_the_run() {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 9 section 3: inbound. The host (the test process, in the host's
+// Inbound: dropped unless network.inbound allows it. The host (the test process, in the host's
 // namespace) is the client; the container serves "secret" on 8080.
 
 /// What the host could fetch from a container serving on 8080.
@@ -408,7 +408,8 @@ fn inbound_true_publishes_ports_in_open_mode() {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 9 section 3b: an address the host gains after the container started.
+// An address the host gains after the container started: the wall is
+// judged on the host's addresses now, not those it had at create.
 
 /// A TCP server in the host's namespace on `addr`, answering "ok".
 fn host_server(addr: &str) -> u16 {
@@ -469,7 +470,8 @@ fn open_mode_host_address_added_after_create_is_unreachable() {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 9 section 4: DNS only to the administrator's resolvers.
+// DNS only to the administrator's resolvers: a container's own resolver
+// choice is no way out.
 
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
