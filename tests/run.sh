@@ -194,14 +194,25 @@ set +a
 
 # ---- 5. end-to-end suites ---------------------------------------------------
 THREADS=${VIBE_TEST_THREADS:-4}
+# Tests this stack cannot run (they fail loudly if run) are left out by
+# name; e2e_skips says which and why, and the summary counts them.
+# shellcheck source=tests/env/filter.sh
+. tests/env/filter.sh
+filtered_note() {
+    local n=0 arg
+    for arg in "$@"; do [ "$arg" = --skip ] && n=$((n + 1)); done
+    [ "$n" = 0 ] || SUMMARY+=("NOTE  $1: $n test(s) filtered out for this stack (see its log)")
+}
 # Every e2e_*.rs suite but the network one, which runs alone below, and the
 # authz one, which needs its gated dockerd (step e2e-authz).
 mapfile -t E2E_NAMES < <(find tests/tests -maxdepth 1 -name 'e2e_*.rs' ! -name e2e_network.rs \
     ! -name e2e_authz.rs -printf '%f\n' | sed 's/\.rs$//' | sort)
 read -ra DOCKER_SUITES <<<"$(suites "${E2E_NAMES[@]}")"
 if [ ${#DOCKER_SUITES[@]} -gt 0 ]; then
+    mapfile -t E2E_SKIPS < <(e2e_skips "${VIBE_TEST_STATE:-/run/vibe-test}/env" "${E2E_NAMES[@]}")
     step e2e cargo test --release --no-fail-fast -p vibe-shim-tests "${DOCKER_SUITES[@]}" \
-        -- --ignored --test-threads="$THREADS" || true
+        -- --ignored --test-threads="$THREADS" "${E2E_SKIPS[@]}" || true
+    filtered_note e2e "${E2E_SKIPS[@]}"
 fi
 # The network suite compares host routes/rulesets before and after, so it
 # runs alone.
@@ -223,16 +234,18 @@ if [ -f tests/tests/e2e_authz.rs ]; then
 fi
 
 # ---- 5d. the Debian package --------------------------------------------------
-# The Debian package (issue 10): dpkg -i, `vibe-shim install` into scratch
-# copies of the engine configs, dpkg -r / -P, and the host as found. After
+# The Debian package as an admin installs it: dpkg -i, `vibe-shim install`
+# into scratch copies of the engine configs, dpkg -r / -P, and the host as
+# found. After
 # the e2e suites: it installs /usr/bin/vibe-shim and /etc/vibe-shim briefly.
 step deb bash tests/env/deb.sh || true
 
 # ---- 5e. the real lockdown ----------------------------------------------------
-# The REAL lockdown (issue 10 section 1): divert the packaged runc to
-# vibe-shim, run the e2e_lockdown canaries with it on, uninstall, compare
-# runc's checksum. Late, because while it runs every container on the host
-# goes through vibe-shim (the sid phase after it has its own runc); its own EXIT trap uninstalls whatever fails.
+# The REAL lockdown: divert the packaged runc to vibe-shim, run the
+# e2e_lockdown canaries with it on, uninstall, compare runc's checksum.
+# Late, because while it runs every container on the host goes through
+# vibe-shim (the sid phase after it has its own runc); its own EXIT trap
+# uninstalls whatever fails.
 lockdown_ci() {
     bash tests/env/lockdown.sh
 }
@@ -240,7 +253,7 @@ if [ -f tests/env/lockdown.sh ]; then
     step lockdown lockdown_ci || true
 fi
 
-# ---- 5z. the same suites on Debian sid's stack (issue 11) -------------------
+# ---- 5z. the same suites on Debian sid's stack ------------------------------
 # Docker 28, containerd 2, runc 1.3 and podman 5 from a tree debootstrapped
 # fresh for this run, beside the host dockerd above: sid-up.sh, every e2e
 # suite again (the network one alone), sid-down.sh (always). Alone:

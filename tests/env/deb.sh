@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/env/deb.sh: build the .deb, install it on this host, configure
 # scratch copies of the engine configs with it, remove and purge it, and
-# prove the host is as it was found (issue 10 sec. 3). tests/run.sh runs it
+# prove the host is as it was found: an admin's uninstall must leave no
+# trace in the engines' configs. tests/run.sh runs it
 # after the end-to-end suites. Never touches the test dockerd's config, nor
 # /etc/docker, /etc/containerd, /etc/containers (they are only checksummed).
 set -euo pipefail

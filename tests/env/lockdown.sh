@@ -105,8 +105,11 @@ log "canaries with lockdown on"
 for dir in "$HOME/.cargo/bin" /root/.cargo/bin; do
     if [ -x "$dir/cargo" ]; then PATH=$dir:$PATH; fi
 done
+# shellcheck source=tests/env/filter.sh
+. "$REPO/tests/env/filter.sh"
+mapfile -t skips < <(e2e_skips "$STATE/env" e2e_lockdown)
 VIBE_LOCKDOWN=on cargo test --release -p vibe-shim-tests --test e2e_lockdown \
-    -- --ignored --test-threads=2
+    -- --ignored --test-threads=2 "${skips[@]}"
 
 # doctor on a host with lockdown + the authz gate (the production path): every
 # door closed, exit 0. The gate's own dockerd, its plugin told that `runc` is

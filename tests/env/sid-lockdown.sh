@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The REAL lockdown on the sid stack (issue 10), run by sid-run.sh after the
+# The REAL lockdown on the sid stack, run by sid-run.sh after the
 # lockdown-off suites: inside the sid tree (its own dpkg, its own
 # /usr/sbin/runc; never the host's), `vibe-shim install lockdown` diverts the
 # tree's runc to a root-owned copy of vibe-shim placed in the tree, with
@@ -125,8 +125,11 @@ done
 t0=$SECONDS
 AUDIT=$AUDIT_DIR/audit.jsonl
 audit_before=$(wc -l <"$AUDIT" 2>/dev/null || echo 0)
+# shellcheck source=tests/env/filter.sh
+. "$REPO/tests/env/filter.sh"
+mapfile -t skips < <(e2e_skips "$SID_STATE/env" e2e_lockdown)
 VIBE_TEST_STATE=$SID_STATE VIBE_LOCKDOWN=on cargo test --release -p vibe-shim-tests \
-    --test e2e_lockdown -- --ignored --test-threads=2
+    --test e2e_lockdown -- --ignored --test-threads=2 "${skips[@]}"
 log "canaries: $((SECONDS - t0))s"
 # Host evidence that dockerd's BuildKit exec'd `runc` from PATH (vibe-shim
 # now) and that the build profile was chosen for its executor bundles.

@@ -1,10 +1,19 @@
 //! Shared helpers for the integration suites in `tests/tests/`.
 //!
 //! - [`bundle`]: busybox OCI bundles driven through vibe-shim and the real runc.
-//! - [`docker`]: the private test dockerd started by `tests/env/up.sh`.
+//! - [`harness`]: bounded command runs and their [`harness::Output`].
+//! - [`env`]: the test environment written by `tests/env/up.sh`.
+//! - [`docker`]: the docker CLI on the private test dockerd, [`docker::Container`].
+//! - [`posture`]: the posture probe and [`posture::assert_confined`].
+//! - [`policy`]: the test policy's numbers, [`policy::TestPolicy`].
 //! - [`netns`]: test hosts in network namespaces for the network suite.
+//! - [`race`]: bind-source flippers for the race tests.
 
 pub mod bundle;
 pub mod docker;
+pub mod env;
+pub mod harness;
 pub mod netns;
+pub mod policy;
+pub mod posture;
 pub mod race;

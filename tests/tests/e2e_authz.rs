@@ -1,17 +1,19 @@
 //! End-to-end: the Docker API gate (`vibe-shim authz`) in front of a private
 //! dockerd of its own, started by `tests/env/authz.sh up` with
 //! `--authorization-plugin` (tests/run.sh's e2e-authz step does that and
-//! sets VIBE_AUTHZ_E2E=1; the general e2e steps leave this suite out). The
-//! older tests print why and pass without it; those of `authz_env_required`
-//! fail. Refusals are checked as the client sees them and by host evidence;
-//! the allowed container is judged from inside.
+//! sets VIBE_AUTHZ_E2E=1; the general e2e steps leave this suite out).
+//! Without that env every test fails, naming the command that sets it up: a
+//! gate test that passes without a gate would prove nothing. Refusals are
+//! checked as the client sees them and by host evidence; the allowed
+//! container is judged from inside.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{run_bounded, runtime, unique_name, Output, IMAGE};
+use vibe_shim_tests::docker::{runtime, IMAGE};
+use vibe_shim_tests::harness::{run_bounded, unique_name, Output};
 
 /// The plugin-killed test stops the plugin: it runs alone.
 static PLUGIN: RwLock<()> = RwLock::new(());
@@ -27,12 +29,15 @@ struct AuthzEnv {
     script: PathBuf,
 }
 
-/// The authz env, or `None` (with the reason printed) outside its step.
-fn authz_env() -> Option<AuthzEnv> {
-    if std::env::var("VIBE_AUTHZ_E2E").as_deref() != Ok("1") {
-        eprintln!("skipped: VIBE_AUTHZ_E2E=1 is set by tests/run.sh's e2e-authz step, after tests/env/authz.sh up");
-        return None;
-    }
+/// The authz env; panics outside tests/env/authz.sh's run, so no test of
+/// the gate passes green without the gate in front of dockerd.
+fn authz_env() -> AuthzEnv {
+    assert_eq!(
+        std::env::var("VIBE_AUTHZ_E2E").as_deref(),
+        Ok("1"),
+        "VIBE_AUTHZ_E2E=1 and the authz env are required: run `tests/env/authz.sh e2e` as root \
+         (tests/run.sh's e2e-authz step)"
+    );
     let state = std::env::var("VIBE_AUTHZ_STATE").unwrap_or_else(|_| "/run/vibe-authz".into());
     let file = Path::new(&state).join("env");
     let text = std::fs::read_to_string(&file)
@@ -48,7 +53,7 @@ fn authz_env() -> Option<AuthzEnv> {
         runtime(),
         "the authz dockerd registers another runtime than runtime(): set VIBE_TEST_RUNTIME alike"
     );
-    Some(AuthzEnv {
+    AuthzEnv {
         state,
         runtime: get("AUTHZ_RUNTIME"),
         stack: text
@@ -60,15 +65,7 @@ fn authz_env() -> Option<AuthzEnv> {
         plugin: get("AUTHZ_PLUGIN"),
         plugin_log: PathBuf::from(get("AUTHZ_PLUGIN_LOG")),
         script: PathBuf::from(get("AUTHZ_SCRIPT")),
-    })
-}
-
-/// The authz env for tests added with the build and cgroup-parent doors:
-/// outside it they fail, never pass green.
-fn authz_env_required() -> AuthzEnv {
-    authz_env().expect(
-        "VIBE_AUTHZ_E2E=1 and the authz env are required: run `tests/env/authz.sh e2e` as root",
-    )
+    }
 }
 
 fn shared() -> RwLockReadGuard<'static, ()> {
@@ -260,9 +257,9 @@ const WORKTREES: &str = "/var/tmp/vibe-test/worktrees";
 const SHARED: &str = "/var/tmp/vibe-test";
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn bind_outside_the_allowlist_is_refused_in_one_line() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let c = named(&env, "authz-etc");
     let out = c.docker(&["run", "--rm"], &["-v", "/etc:/x"], &["cat", "/x/shadow"]);
@@ -276,9 +273,9 @@ fn bind_outside_the_allowlist_is_refused_in_one_line() {
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn refused_bind_source_directory_is_never_created() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     // /var/tmp/vibe-test is the same directory for the sid tree's dockerd.
     let parent = PathBuf::from(SHARED).join(unique_name("authz-missing"));
@@ -295,9 +292,9 @@ fn refused_bind_source_directory_is_never_created() {
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn mount_type_bind_and_volume_bind_options_are_refused() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let c = named(&env, "authz-mount");
     let out = c.docker(
@@ -324,9 +321,9 @@ fn mount_type_bind_and_volume_bind_options_are_refused() {
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn go_folded_and_duplicate_keys_cannot_smuggle_binds() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let path = "/v1.41/containers/create";
     let image = IMAGE;
@@ -390,9 +387,9 @@ fn go_folded_and_duplicate_keys_cannot_smuggle_binds() {
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn docker_cp_is_refused_both_ways() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let c = named(&env, "authz-cp");
     c.docker(&["create"], &[], &["true"]).ok();
@@ -419,9 +416,9 @@ fn docker_cp_is_refused_both_ways() {
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn other_runtimes_are_refused() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     for rt in ["runc", "io.containerd.runc.v2"] {
         let c = named(&env, "authz-rt");
@@ -432,9 +429,9 @@ fn other_runtimes_are_refused() {
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn allowed_bind_with_the_default_runtime_runs_confined() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let dir = Path::new(WORKTREES).join(unique_name("authz-ok"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -460,9 +457,9 @@ fn allowed_bind_with_the_default_runtime_runs_confined() {
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn plugin_down_means_dockerd_refuses() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _alone = PLUGIN.write().unwrap_or_else(|e| e.into_inner());
     let script = |verb: &str| env.script(verb, "");
     script("plugin-kill").ok();
@@ -544,9 +541,9 @@ impl Drop for PluginWith<'_> {
 /// CreateMountpoint; `--mount type=bind` never creates, even at start.
 /// The swap is done from the host here, as the container could.
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn binds_dockerd_would_create_are_refused_and_mount_never_creates() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let worktree = Path::new(WORKTREES).join(unique_name("authz-create"));
     let outside = Path::new(SHARED).join(unique_name("authz-create-out"));
@@ -592,9 +589,9 @@ fn binds_dockerd_would_create_are_refused_and_mount_never_creates() {
 /// `--allow-bind-create` lets `-v` through again (the source must still be
 /// allowed), for admins who accept that door (README Limits).
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn allow_bind_create_lets_allowed_v_binds_through() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _alone = PLUGIN.write().unwrap_or_else(|e| e.into_inner());
     let _plugin = PluginWith::start(&env, "--allow-bind-create");
     let dir = Path::new(WORKTREES).join(unique_name("authz-allow-create"));
@@ -620,9 +617,9 @@ fn allow_bind_create_lets_allowed_v_binds_through() {
 /// `docker create` made dockerd write a setuid-root file there (seen on
 /// 20.10 with the previous gate). Refused now, at volume create and inline.
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn local_volumes_that_bind_even_allowed_paths_are_refused() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let dir = Evidence::new("authz-bindvol");
     let v = Named {
@@ -657,9 +654,9 @@ fn local_volumes_that_bind_even_allowed_paths_are_refused() {
 /// flag: dockerd ran MkdirAll on the swapped source when the copying
 /// container started (seen on 20.10 with the previous gate).
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn volumes_from_is_refused() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let dir = Evidence::new("authz-volfrom");
     let a = named(&env, "authz-volfrom-a");
@@ -676,9 +673,9 @@ fn volumes_from_is_refused() {
 /// with the previous gate, and likewise splunk over HTTP). The listener
 /// here gets nothing.
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn log_drivers_that_send_elsewhere_are_refused() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let listener = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     listener
@@ -720,9 +717,9 @@ fn log_drivers_that_send_elsewhere_are_refused() {
 /// segment (seen on 20.10 with the previous gate). Only a plain bridge
 /// network on the daemon's pools is allowed.
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn network_create_cannot_touch_the_hosts_networking() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     let route = || {
         let out = run_bounded(
@@ -841,9 +838,9 @@ fn create_door(env: &AuthzEnv, tag: &str, host_config: serde_json::Value, rule: 
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn mount_type_image_is_refused() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     create_door(
         &env,
@@ -860,9 +857,9 @@ fn mount_type_image_is_refused() {
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn volume_subpath_is_refused() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     // A plain named volume (allowed); a container that uses it could have
     // planted a symlink to the host's /etc in it.
@@ -895,9 +892,9 @@ fn volume_subpath_is_refused() {
 }
 
 #[test]
-#[ignore = "needs root and the authz env: run tests/run.sh"]
+#[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn device_requests_and_annotations_are_refused() {
-    let Some(env) = authz_env() else { return };
+    let env = authz_env();
     let _g = shared();
     run_door(&env, "authz-gpus", &["--gpus", "all"], "authz-devices");
     create_door(
@@ -1026,7 +1023,7 @@ impl Drop for Fetches {
 #[test]
 #[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn builds_are_refused_without_lockdown() {
-    let env = authz_env_required();
+    let env = authz_env();
     let _g = shared();
     let ctx = BuildContext::new(
         "authz-build",
@@ -1093,7 +1090,7 @@ fn builds_are_refused_without_lockdown() {
 #[test]
 #[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn cgroup_parents_are_refused() {
-    let env = authz_env_required();
+    let env = authz_env();
     let _g = shared();
     let victim = named(&env, "authz-victim");
     let out = victim.docker(&["create"], &[], &["sleep", "60"]);
@@ -1138,7 +1135,7 @@ fn cgroup_parents_are_refused() {
 #[test]
 #[ignore = "needs root and the authz env: run tests/env/authz.sh e2e"]
 fn builds_never_fetch_from_the_hosts_network() {
-    let env = authz_env_required();
+    let env = authz_env();
     let _g = shared();
     let fetches = Fetches::start();
     let ctx = BuildContext::new(

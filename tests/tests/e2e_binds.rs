@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{docker_with, env, runtime, unique_name, Container, IMAGE};
+use vibe_shim_tests::docker::{docker_with, runtime, Container, IMAGE};
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::unique_name;
 use vibe_shim_tests::race::{Flipper, HostMarker};
 
 #[test]

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{docker, env, program, runtime, server_version, Output, IMAGE};
+use vibe_shim_tests::docker::{docker, runtime, server_version, IMAGE};
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::{program, Output};
 
 const DOCTOR_TIMEOUT: Duration = Duration::from_secs(600);
 

@@ -1,4 +1,4 @@
-//! Issue 12 end to end: mode "proxy" through the private dockerd
+//! End to end: network mode "proxy" through the private dockerd
 //! (`runtime_for("proxy")`, tests/policies/proxy.toml) and raw runc bundles,
 //! against a `vibe-shim egress` daemon this suite starts itself on the
 //! socket that policy names (inside the work tree's target/, so no system
@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use vibe_shim_tests::bundle::Bundle;
 use vibe_shim_tests::docker::{self, Container, IMAGE};
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::Output;
 use vibe_shim_tests::netns::{must, run, Netns};
 
 const ALLOWED: &str = "allowed.egress.vibe-test";
@@ -40,7 +42,7 @@ fn serial() -> MutexGuard<'static, ()> {
 /// This work tree's slot (0..8): keeps the addresses and names of work
 /// trees that run this suite at the same time apart.
 fn slot() -> u8 {
-    let repo = docker::env().repo.to_string_lossy().into_owned();
+    let repo = env().repo.to_string_lossy().into_owned();
     let hash = repo.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
@@ -49,7 +51,7 @@ fn slot() -> u8 {
 
 /// The proxy policy's socket, resolved as the shim resolves it.
 fn socket_path() -> PathBuf {
-    let path = docker::env().policy_path("proxy");
+    let path = env().policy_path("proxy");
     let text = std::fs::read_to_string(&path).expect("tests/policies/proxy.toml");
     let policy = vibe_policy::Policy::from_toml_str(&text, &path).expect("proxy.toml parses");
     path.parent()
@@ -86,9 +88,9 @@ impl Daemon {
     }
 
     fn spawn(&mut self) {
-        let policy = docker::env().policy_path("proxy");
+        let policy = env().policy_path("proxy");
         let log = std::fs::File::create(self.dir.path().join("daemon.log")).expect("daemon log");
-        let child = Command::new(&docker::env().shim_bin)
+        let child = Command::new(&env().shim_bin)
             .arg("egress")
             .arg("--config")
             .arg(&policy)
@@ -339,7 +341,7 @@ impl Drop for HostsBlock {
 const PROXY_CONNECT: &str =
     "nc -w 2 127.0.0.1 3128 </dev/null >/dev/null 2>/tmp/nc.err; echo proxy=$?; cat /tmp/nc.err;";
 
-fn connected(out: &docker::Output) -> bool {
+fn connected(out: &Output) -> bool {
     out.stdout.lines().any(|l| l.trim() == "proxy=0")
 }
 
@@ -355,7 +357,7 @@ fn start_detached_under(c: &Container, stem: &str, flags: &[&str]) {
     docker::docker(&args).ok();
 }
 
-fn exec(c: &Container, script: &str) -> docker::Output {
+fn exec(c: &Container, script: &str) -> Output {
     docker::docker(&["exec", &c.name, "sh", "-c", script])
 }
 
@@ -462,7 +464,8 @@ fn listener_env_and_no_route() {
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn connect_to_an_allowed_name_reaches_the_test_host() {
-    // Needs the proxy engine (egressd's part of issue 12).
+    // The whole way: container, its 127.0.0.1:3128 listener, the egress
+    // daemon's proxy, the upstream test host.
     let _serial = serial();
     let daemon = Daemon::start();
     let _upstream = Upstream::new();
@@ -574,7 +577,7 @@ fn via_proxy(label: &str, bytes: &[u8]) -> String {
     )
 }
 
-fn answer<'a>(out: &'a docker::Output, label: &str) -> Vec<&'a str> {
+fn answer<'a>(out: &'a Output, label: &str) -> Vec<&'a str> {
     let prefix = format!("{label}: ");
     out.stdout
         .lines()

@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{
-    assert_confined, ctr, ctr_import_image, env, posture_script, run_bounded, unique_name, Outcome,
-    Output, Posture, CTR_IMAGE,
-};
+use vibe_shim_tests::docker::{ctr, ctr_import_image, CTR_IMAGE};
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::{run_bounded, unique_name, Output};
+use vibe_shim_tests::posture::{assert_confined, posture_script, Outcome, Posture};
 
 /// containerd namespace for these tests (dockerd's own is "moby").
 const CTR_NS: &str = "vibe-test";
@@ -133,7 +133,7 @@ impl Drop for CtrContainer {
 }
 
 /// The posture probe has to be one argv word for every engine.
-fn probe_args(extra: &str) -> (vibe_shim_tests::docker::TestPolicy, String) {
+fn probe_args(extra: &str) -> (vibe_shim_tests::policy::TestPolicy, String) {
     let policy = env().policy("default");
     let script = posture_script(&policy, extra);
     (policy, script)

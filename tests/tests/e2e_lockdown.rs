@@ -1,5 +1,6 @@
-//! End-to-end: the doors around the runtime flag, with lockdown off and on
-//! (issue 10 section 1). Each canary is judged from inside the container:
+//! End-to-end: the doors around the runtime flag (a client naming plain
+//! runc, or an engine that runs `runc` from PATH), with lockdown off and on.
+//! Each canary is judged from inside the container:
 //! CapEff and NoNewPrivs from /proc/self/status, a write to `/`, and a read
 //! of the host's shadow file through `-v /etc:/x`.
 //!
@@ -19,9 +20,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use vibe_shim_tests::docker::{
-    ctr, ctr_import_image, docker, docker_with, env, run_bounded, unique_name, Container, Output,
-    CTR_IMAGE, IMAGE,
+    ctr, ctr_import_image, docker, docker_with, require_docker, Container, CTR_IMAGE, IMAGE,
 };
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::{run_bounded, unique_name, Output};
 
 /// containerd namespace for the ctr canary (not dockerd's "moby").
 const CTR_NS: &str = "vibe-lockdown";
@@ -96,16 +98,6 @@ fn judge(out: &Output, expect_bind_read: bool) {
     }
 }
 
-fn docker_major() -> u32 {
-    let out = docker(&["version", "--format", "{{.Server.Version}}"]);
-    out.stdout
-        .trim()
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or_else(|| panic!("cannot read the daemon's version: {out}"))
-}
-
 fn canary(runtime_flags: &[&str], client_flags: &[&str]) -> Output {
     let c = Container::new("lockdown");
     let mut args: Vec<&str> = vec!["run", "--rm", "--name", &c.name, "--network", "none"];
@@ -142,13 +134,10 @@ fn no_runtime_flag_is_confined_under_lockdown() {
 }
 
 #[test]
-#[ignore = "needs root and the test env: run tests/run.sh"]
+#[ignore = "needs root, the test env and Docker >= 23: run tests/run.sh"]
 fn dotted_runc_v2_runtimes_are_confined_under_lockdown() {
-    let major = docker_major();
-    if major < 23 {
-        println!("skipped: Docker <23 (daemon is {major}.x; it refuses dotted runtime names)");
-        return;
-    }
+    // Docker 20.10 refuses dotted runtime names.
+    require_docker(23, "dotted runtime names");
     for runtime in ["io.containerd.runc.v2", "x.runc.v2"] {
         judge(&canary(&[&format!("--runtime={runtime}")], HOSTILE), true);
     }
@@ -301,28 +290,21 @@ fn legacy_builder_run_steps_are_confined_under_lockdown() {
 /// `docker buildx build` of `dockerfile` (no context) with the stack's own
 /// CLI (the sid tree's docker-cli + docker-buildx run inside the tree's
 /// mount namespace, against the sid dockerd's embedded BuildKit), on build
-/// network `network`. `None` when the host stack has no buildx (Docker
-/// 20.10's hosts); the sid stack always has it, or the test fails.
-fn buildkit_build(dockerfile: &str, network: &str) -> Option<Output> {
+/// network `network`. Only Docker >= 23 runs RUN steps in BuildKit's own
+/// executor; a stack that has it but no buildx fails the test.
+fn buildkit_build(dockerfile: &str, network: &str) -> Output {
     let env = env();
-    let major = docker_major();
-    if major < 23 {
-        println!("skipped: Docker <23 (daemon is {major}.x): no BuildKit executor");
-        return None;
-    }
+    require_docker(23, "BuildKit's executor");
     let cli = env.tool("docker");
     let mut probe = Command::new(&cli);
     probe.args(["buildx", "version"]);
     let has_buildx = run_bounded(probe, None, Duration::from_secs(30));
-    if !has_buildx.success() {
-        assert_ne!(
-            env.stack(),
-            "sid",
-            "the sid tree must have docker-buildx (SID_PACKAGES): {has_buildx}"
-        );
-        println!("skipped: no docker buildx on this host");
-        return None;
-    }
+    assert!(
+        has_buildx.success(),
+        "docker buildx is required on a Docker >= 23 stack ({}: the sid tree's SID_PACKAGES, \
+         or apt-get install docker-buildx): {has_buildx}",
+        env.stack()
+    );
     let tag = format!("vibe-lockdown-build:{}", unique_name("bk").to_lowercase());
     let mut cmd = Command::new(&cli);
     cmd.env_remove("DOCKER_CONTEXT")
@@ -343,7 +325,7 @@ fn buildkit_build(dockerfile: &str, network: &str) -> Option<Output> {
     cmd.args(["-t", &tag, "-"]);
     let out = run_bounded(cmd, Some(dockerfile.as_bytes()), Duration::from_secs(300));
     let _ = docker(&["rmi", "-f", &tag]);
-    Some(out)
+    out
 }
 
 /// What the RUN steps printed: BuildKit's plain progress prefixes each
@@ -415,12 +397,10 @@ fn attack_step(disk: &str) -> String {
 /// open: the step runs with Docker's default capabilities and can make
 /// device nodes.
 #[test]
-#[ignore = "needs root and the test env: run tests/run.sh"]
+#[ignore = "needs root, the test env and Docker >= 23: run tests/run.sh"]
 fn buildkit_run_steps_use_the_build_profile_under_lockdown() {
     let disk = host_disk();
-    let Some(out) = buildkit_build(&attack_step(&disk), "none") else {
-        return;
-    };
+    let out = buildkit_build(&attack_step(&disk), "none");
     println!("{out}");
     assert!(out.success(), "the RUN step must run: {out}");
     assert_eq!(
@@ -461,14 +441,12 @@ fn buildkit_run_steps_use_the_build_profile_under_lockdown() {
 /// the host's interfaces (the stack's own bridge); under lockdown vibe-shim
 /// refuses a step without its own network namespace.
 #[test]
-#[ignore = "needs root and the test env: run tests/run.sh"]
+#[ignore = "needs root, the test env and Docker >= 23: run tests/run.sh"]
 fn buildkit_host_network_is_refused_under_lockdown() {
     let env = env();
     let bridge = env.var("VIBE_TEST_BRIDGE").to_string();
     let step = from_image("RUN cat /proc/net/dev; ip -o addr 2>/dev/null; echo PROBE=done");
-    let Some(out) = buildkit_build(&step, "host") else {
-        return;
-    };
+    let out = buildkit_build(&step, "host");
     println!("{out}");
     // /proc/net/dev lines are `  <name>: counters`; `ip -o addr` `<n>: <name> inet`.
     let sees_host = run_output(&out).iter().any(|l| {

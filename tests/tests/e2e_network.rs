@@ -1,4 +1,4 @@
-//! Issues 4 and 9 end to end: `docker run` on the private test dockerd with
+//! The network modes end to end: `docker run` on the private test dockerd with
 //! the runtimes `runtime_for("network-{none,allow,open,nonft,dns,inbound}")`
 //! (vibe-shim-network-* in CI), judged from inside the
 //! container with busybox (`ip route`, `nc`, `tftp`). Every target is a test
@@ -11,6 +11,8 @@ use std::net::TcpListener;
 use std::sync::Mutex;
 
 use vibe_shim_tests::docker::{self, Container, IMAGE};
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::Output;
 use vibe_shim_tests::netns::{self, World};
 
 /// One world at a time: it owns fixed names and a host ip rule.
@@ -25,7 +27,7 @@ struct Lab {
 
 fn lab() -> Lab {
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let env = docker::env();
+    let env = env();
     let bridge = env.var("VIBE_TEST_BRIDGE").to_string();
     let gateway = env.var("VIBE_TEST_GATEWAY").to_string();
     // A server on the bridge gateway (the host), bound to that address only.
@@ -45,12 +47,12 @@ fn lab() -> Lab {
 }
 
 /// Runs `script` in a fresh container; returns stdout+stderr of the run.
-fn probe(runtime: &str, script: &str) -> docker::Output {
+fn probe(runtime: &str, script: &str) -> Output {
     probe_with(runtime, &[], script)
 }
 
 /// [`probe`] with extra `docker run` flags.
-fn probe_with(runtime: &str, flags: &[&str], script: &str) -> docker::Output {
+fn probe_with(runtime: &str, flags: &[&str], script: &str) -> Output {
     let c = Container::new("net");
     let mut args = vec!["run", "--rm", "--name", &c.name, "--runtime", runtime];
     args.extend_from_slice(flags);
@@ -68,13 +70,13 @@ fn udp(label: &str, host: &str, port: u16) -> String {
     format!("echo {label}=$(timeout 4 tftp -g -r x -l /dev/null {host} {port} 2>&1 | grep -o 'error: (0) ok' | head -1 | cut -c12-);")
 }
 
-fn answered(out: &docker::Output, label: &str) -> bool {
+fn answered(out: &Output, label: &str) -> bool {
     out.stdout
         .lines()
         .any(|l| l.trim() == format!("{label}=ok"))
 }
 
-fn ran(out: docker::Output) -> docker::Output {
+fn ran(out: Output) -> Output {
     assert!(out.success(), "container did not run: {out}");
     out
 }
@@ -225,12 +227,12 @@ fn host_unchanged_across_50_runs_and_no_table_left() {
     // The engine's own namespace files: every container is gone, so none is
     // left, and none of what is left (other suites) may carry our table
     // unless a container is still running in it.
-    let dir = docker::env().state.join("exec/netns");
+    let dir = env().state.join("exec/netns");
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let path = entry.path().display().to_string();
         // The engine's netns files are mounts in its own mount namespace.
         let net = format!("--net={path}");
-        let env = docker::env();
+        let env = env();
         let out = netns::run(&env.in_engine_ns(&["nsenter", &net, "nft", "list", "tables"]));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if text.contains("vibe_shim") {
@@ -267,7 +269,7 @@ fn missing_nft_refuses_the_run() {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 9 section 3: inbound. The host (the test process, in the host's
+// Inbound: dropped unless network.inbound allows it. The host (the test process, in the host's
 // namespace) is the client; the container serves "secret" on 8080.
 
 /// What the host could fetch from a container serving on 8080.
@@ -406,7 +408,8 @@ fn inbound_true_publishes_ports_in_open_mode() {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 9 section 3b: an address the host gains after the container started.
+// An address the host gains after the container started: the wall is
+// judged on the host's addresses now, not those it had at create.
 
 /// A TCP server in the host's namespace on `addr`, answering "ok".
 fn host_server(addr: &str) -> u16 {
@@ -423,7 +426,7 @@ fn host_server(addr: &str) -> u16 {
 /// Starts a container, then gives the host a new address (v4 and v6 on a
 /// dummy interface, documentation ranges) with a server on it, then
 /// connects from inside the container.
-fn reach_new_host_address(runtime: &str) -> docker::Output {
+fn reach_new_host_address(runtime: &str) -> Output {
     const V4: &str = "192.0.2.77";
     const V6: &str = "2001:db8:77::1";
     let c = Container::new("hostaddr");
@@ -467,7 +470,8 @@ fn open_mode_host_address_added_after_create_is_unreachable() {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 9 section 4: DNS only to the administrator's resolvers.
+// DNS only to the administrator's resolvers: a container's own resolver
+// choice is no way out.
 
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]

@@ -10,9 +10,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{
-    docker, docker_with, env, program, runtime_for, server_version, Container, IMAGE,
-};
+use vibe_shim_tests::docker::{docker, docker_with, runtime_for, server_version, Container, IMAGE};
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::program;
 
 /// Where ordering.toml points `[runtime] path`, and the records' directory.
 const DIR: &str = "/var/tmp/vibe-test/ordering";

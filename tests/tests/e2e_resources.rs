@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{docker, docker_with, runtime_for, Container, Output, IMAGE};
+use vibe_shim_tests::docker::{docker, docker_with, runtime_for, Container, IMAGE};
+use vibe_shim_tests::harness::Output;
 
 const MEMORY_MAX: &str = "67108864";
 const TMPFS_KB: &str = "16384";

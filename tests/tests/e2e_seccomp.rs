@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{docker, docker_with, program, runtime, Container, Output, IMAGE};
+use vibe_shim_tests::docker::{docker, docker_with, runtime, Container, IMAGE};
+use vibe_shim_tests::harness::{program, Output};
 
 /// The probe's source, beside this suite.
 const PROBE_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/probe/seccomp_probe.c");

@@ -1,5 +1,5 @@
-//! End-to-end: the policy's tmpfs modes through the private test dockerd
-//! (issue 9 section 5). The image's /tmp and /home/user are 0755, which runc
+//! End-to-end: the policy's tmpfs modes through the private test dockerd.
+//! The image's /tmp and /home/user are 0755, which runc
 //! copies onto the tmpfs it mounts there; vibe-shim's createContainer hook
 //! must leave /tmp 1777 root-owned and HOME 0700 owned by the user. Judged
 //! from inside, as uid 1000. Run with `tests/run.sh` (needs tests/env/up.sh).
@@ -7,7 +7,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{docker, docker_with, env, program, runtime, unique_name, Container};
+use vibe_shim_tests::docker::{docker, docker_with, runtime, Container};
+use vibe_shim_tests::env::env;
+use vibe_shim_tests::harness::{program, unique_name};
 
 /// An image imported for this test, removed on drop.
 struct TestImage {

@@ -1,4 +1,4 @@
-//! Issue 8 item 6 through the real runc: spec fields that open a door
+//! Through the real runc: spec fields that open a door
 //! around the policy (user namespaces, `root.path`, `cgroupsPath`, a second
 //! proc, joining a network namespace). Each test hands vibe-shim the
 //! hostile bundle; if the create goes through, it looks from inside (or at

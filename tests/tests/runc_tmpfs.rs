@@ -1,5 +1,4 @@
-//! The policy's tmpfs modes through vibe-shim and the real runc (issue 9
-//! section 5). runc chmods a new tmpfs to the mode of the image directory it
+//! The policy's tmpfs modes through vibe-shim and the real runc. runc chmods a new tmpfs to the mode of the image directory it
 //! covers, so without vibe-shim's createContainer hook an image whose /tmp
 //! is 0755 gives a /tmp the policy's user cannot write. Judged from inside,
 //! as the policy's user. Needs root and runc.
