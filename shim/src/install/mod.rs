@@ -14,7 +14,6 @@ pub mod podman;
 mod toml_doc;
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -129,33 +128,13 @@ pub fn load_record(path: &Path) -> Result<Option<Record>, InstallError> {
     }
 }
 
-/// Writes `bytes` to `path` through a temp file and a rename, keeping the
-/// old file's mode (new files: `mode`).
+/// Writes `bytes` to `path` atomically (`vibe_hooks::fsio`), keeping the
+/// old file's mode (new files: `mode`): an admin's 0640 daemon.json stays so.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), InstallError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
     let mode = std::fs::metadata(path)
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(mode);
-    let mut tmp = tempfile_in(dir, path)?;
-    tmp.1.write_all(bytes).map_err(io_err(&tmp.0))?;
-    tmp.1.sync_all().map_err(io_err(&tmp.0))?;
-    std::fs::set_permissions(&tmp.0, std::fs::Permissions::from_mode(mode))
-        .map_err(io_err(&tmp.0))?;
-    std::fs::rename(&tmp.0, path).map_err(io_err(path))
-}
-
-fn tempfile_in(dir: &Path, target: &Path) -> Result<(PathBuf, std::fs::File), InstallError> {
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.vibe-shim.{}", std::process::id()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(io_err(&tmp))?;
-    Ok((tmp, file))
+    vibe_hooks::fsio::write_atomic(path, bytes, mode).map_err(io_err(path))
 }
 
 /// Creates `dir` and its missing parents; returns those it created,

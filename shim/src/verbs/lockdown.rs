@@ -144,10 +144,7 @@ fn write_record(root: &Path, record: &Record) -> Result<(), LockdownError> {
             message: e.to_string(),
         })?
     );
-    let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, text).map_err(io(&tmp))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))
+    vibe_hooks::fsio::write_atomic(&path, text.as_bytes(), 0o644).map_err(io(&path))
 }
 
 fn remove_record(root: &Path) -> Result<(), LockdownError> {
