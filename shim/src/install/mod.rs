@@ -10,6 +10,7 @@
 pub mod cmd;
 pub mod containerd;
 pub mod docker;
+pub mod lockdown;
 pub mod podman;
 mod toml_doc;
 

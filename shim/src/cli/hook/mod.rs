@@ -1,8 +1,11 @@
 //! `vibe-shim [--config P] hook network`: the createRuntime hook entry
 //! point; `vibe-shim hook tmpfs-modes ...`: the createContainer one
-//! ([`super::tmpfs_hook`]); `vibe-shim hook kernel-tcp ...`: the
-//! createRuntime one that bounds TCP socket memory ([`super::kernel_tcp_hook`]). runc runs them with the OCI state on stdin and
+//! ([`tmpfs_modes`]); `vibe-shim hook kernel-tcp ...`: the
+//! createRuntime one that bounds TCP socket memory ([`kernel_tcp`]). runc runs them with the OCI state on stdin and
 //! puts the hook's stderr into its own error, so the reason reaches the user.
+
+pub mod kernel_tcp;
+pub mod tmpfs_modes;
 
 use std::io::Read;
 use std::path::Path;
@@ -23,10 +26,10 @@ pub enum HookVerbError {
     #[error("network: {0}")]
     Network(Box<vibe_hooks::HookError>),
     #[error("tmpfs-modes: {0}")]
-    TmpfsModes(#[from] super::tmpfs_hook::TmpfsHookError),
+    TmpfsModes(#[from] tmpfs_modes::TmpfsHookError),
     /// Named by its rule: the bound is `[resources]`'s.
     #[error("resources: {0}")]
-    KernelTcp(#[from] super::kernel_tcp_hook::KernelTcpHookError),
+    KernelTcp(#[from] kernel_tcp::KernelTcpHookError),
 }
 
 /// `args` are the tokens after `hook` (the hook's name, then the marker).
@@ -60,7 +63,7 @@ pub fn run(
         if let [_, flag, root, id] = args {
             if let (true, Some(id)) = (flag == vibe_hooks::HOOK_RUNC_ROOT_FLAG, id.to_str()) {
                 let root = crate::state_dir::runc_root(Some(root));
-                super::delete::release(config, &root, id);
+                crate::verbs::delete::release(config, &root, id);
             }
         }
         return Ok(());
@@ -72,9 +75,9 @@ pub fn run(
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         if name == KERNEL_TCP_HOOK {
-            return Ok(super::kernel_tcp_hook::run(&rest, &state)?);
+            return Ok(kernel_tcp::run(&rest, &state)?);
         }
-        return Ok(super::tmpfs_hook::run(&rest)?);
+        return Ok(self::tmpfs_modes::run(&rest)?);
     }
     let policy = policy_file::load(config)?;
     let network = |e| HookVerbError::Network(Box::new(e));

@@ -661,10 +661,10 @@ fn same_mount_ns(whose: &str) -> bool {
 fn lockdown_door() -> (Verdict, String) {
     let mut paths = vec![(
         "the engines' default PATH".to_string(),
-        crate::verbs::lockdown::ENGINE_PATH.to_string(),
+        crate::install::lockdown::ENGINE_PATH.to_string(),
     )];
     paths.extend(
-        crate::verbs::lockdown::engine_paths_here()
+        crate::install::lockdown::engine_paths_here()
             .into_iter()
             .filter(|(whose, _)| same_mount_ns(whose)),
     );
@@ -707,7 +707,7 @@ fn exec_door(path: &std::path::Path) -> (Verdict, String) {
 }
 
 fn real_runc_door() -> (Verdict, String) {
-    match crate::verbs::lockdown::recorded_real_runc() {
+    match crate::install::lockdown::recorded_real_runc() {
         Err(e) => (Verdict::Error, e.to_string()),
         Ok(None) => (
             Verdict::Open,

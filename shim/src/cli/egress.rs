@@ -4,14 +4,13 @@
 //! the daemon; this only reads the options.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use vibe_hooks::egress::daemon::{self, Options, DEFAULT_LOG_PATH, DEFAULT_SWEEP_SECS};
 use vibe_hooks::egress::records::DEFAULT_RECORDS_DIR;
 use vibe_policy::config::DEFAULT_CONFIG_PATH;
 
-use crate::args::Invocation;
 use crate::policy_file;
 
 #[derive(Debug, thiserror::Error)]
@@ -81,8 +80,8 @@ fn options(config: Option<PathBuf>, args: &[OsString]) -> Result<Options, Egress
 }
 
 /// Runs the daemon; returns the exit code once it fails to start or stops.
-pub fn run(inv: &Invocation) -> i32 {
-    let result = options(inv.config.clone(), inv.verb_args())
+pub fn run(config: Option<&Path>, args: &[OsString]) -> i32 {
+    let result = options(config.map(Path::to_path_buf), args)
         .and_then(|options| daemon::run(options).map_err(Into::into));
     match result {
         Ok(()) => 0,

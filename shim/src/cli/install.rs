@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use super::lockdown;
+use crate::install::lockdown;
 
 /// Runs `install`/`uninstall`; prints what was done, or one line naming
 /// vibe-shim on failure. (Run as `runc`, main.rs refuses these verbs.)
