@@ -34,8 +34,8 @@ pub fn dispatch(verb: &str, config: Option<&Path>, args: &[OsString]) -> Option<
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
     Some(match verb {
-        "hook" => run_hook(&config_path, args),
-        "policy" => run_policy(&config_path, args),
+        "hook" => hook::run(&config_path, args),
+        "policy" => policy::run(&config_path, args),
         "authz" => authz::run(&config_path, args),
         "doctor" => doctor::run(args),
         "install" | "uninstall" => install::run(verb, args),
@@ -44,29 +44,17 @@ pub fn dispatch(verb: &str, config: Option<&Path>, args: &[OsString]) -> Option<
     })
 }
 
-fn run_hook(config_path: &Path, args: &[OsString]) -> i32 {
-    match hook::run(config_path, args, &mut std::io::stdin().lock()) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("vibe-shim: {e}");
-            1
+/// Parses an own verb's arguments (`args`, after the verb) with its clap
+/// struct. `--help` prints the verb's usage on stdout: `Err(0)`. A usage
+/// error prints clap's message on stderr: `Err(usage_code)`, the code the
+/// verb has always exited with for one (scripts and tests read it).
+fn parse<T: clap::Parser>(verb: &str, args: &[OsString], usage_code: i32) -> Result<T, i32> {
+    let argv = std::iter::once(OsString::from(verb)).chain(args.iter().cloned());
+    T::try_parse_from(argv).map_err(|e| {
+        let _ = e.print();
+        match e.use_stderr() {
+            true => usage_code,
+            false => 0,
         }
-    }
-}
-
-fn run_policy(config_path: &Path, args: &[OsString]) -> i32 {
-    match policy::run(config_path, args) {
-        Ok((text, ok)) => {
-            print!("{text}");
-            if ok {
-                0
-            } else {
-                1
-            }
-        }
-        Err(e) => {
-            eprintln!("vibe-shim: {e}");
-            1
-        }
-    }
+    })
 }

@@ -7,14 +7,12 @@
 //! `/var/lib/vibe-shim/installed/` of exactly what install changed, so
 //! `uninstall` (and the package's prerm) undoes that and nothing else.
 
-pub mod cmd;
 pub mod containerd;
 pub mod docker;
 pub mod lockdown;
 pub mod podman;
-mod toml_doc;
+pub mod toml_doc;
 
-use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -32,8 +30,6 @@ pub const BACKUP_SUFFIX: &str = ".vibe-shim.bak";
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    #[error("{0}")]
-    Usage(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -312,79 +308,6 @@ pub fn unapply(
     Ok(outcome)
 }
 
-/// Parsed `install`/`uninstall` options (`--flag VALUE`, `--flag=VALUE`,
-/// boolean `--flag`).
-#[derive(Debug, Default)]
-pub struct Opts {
-    pub values: Vec<(String, String)>,
-    pub flags: Vec<String>,
-}
-
-impl Opts {
-    pub fn parse(
-        args: &[OsString],
-        with_value: &[&str],
-        boolean: &[&str],
-    ) -> Result<Opts, InstallError> {
-        let mut opts = Opts::default();
-        let mut it = args.iter();
-        while let Some(arg) = it.next() {
-            let arg = arg
-                .to_str()
-                .ok_or_else(|| InstallError::Usage("argument is not UTF-8".into()))?;
-            let Some(name) = arg.strip_prefix("--") else {
-                return Err(InstallError::Usage(format!("unexpected argument {arg:?}")));
-            };
-            let (name, inline) = match name.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (name, None),
-            };
-            if with_value.contains(&name) {
-                let value = match inline {
-                    Some(v) => v,
-                    None => it
-                        .next()
-                        .and_then(|v| v.to_str())
-                        .ok_or_else(|| InstallError::Usage(format!("--{name} needs a value")))?
-                        .to_string(),
-                };
-                if value.is_empty() {
-                    return Err(InstallError::Usage(format!("--{name} is empty")));
-                }
-                opts.values.push((name.to_string(), value));
-            } else if boolean.contains(&name) && inline.is_none() {
-                opts.flags.push(name.to_string());
-            } else {
-                return Err(InstallError::Usage(format!("unknown option --{name}")));
-            }
-        }
-        Ok(opts)
-    }
-
-    pub fn value(&self, name: &str) -> Option<&str> {
-        self.values
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn flag(&self, name: &str) -> bool {
-        self.flags.iter().any(|f| f == name)
-    }
-}
-
-/// `--path` must name an absolute path: engines exec it from their own cwd.
-pub fn binary_path(opts: &Opts) -> Result<String, InstallError> {
-    let path = opts.value("path").unwrap_or(DEFAULT_BINARY);
-    if !path.starts_with('/') {
-        return Err(InstallError::Usage(format!(
-            "--path {path:?}: an absolute path is needed"
-        )));
-    }
-    Ok(path.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -484,19 +407,5 @@ mod tests {
             Uninstalled::Reverted
         );
         assert_eq!(std::fs::read_to_string(&config).unwrap(), "orig\nadmin\n");
-    }
-
-    #[test]
-    fn options() {
-        let args: Vec<OsString> = ["--daemon-json", "/x", "--default", "--path=/p"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        let o = Opts::parse(&args, &["daemon-json", "path"], &["default"]).unwrap();
-        assert_eq!(o.value("daemon-json"), Some("/x"));
-        assert_eq!(o.value("path"), Some("/p"));
-        assert!(o.flag("default"));
-        assert!(Opts::parse(&args[..1], &["daemon-json"], &[]).is_err());
-        assert!(Opts::parse(&args, &["daemon-json"], &["default"]).is_err());
     }
 }

@@ -7,17 +7,64 @@
 pub mod kernel_tcp;
 pub mod tmpfs_modes;
 
+use std::ffi::OsString;
 use std::io::Read;
 use std::path::Path;
 
+use vibe_policy::rules::resources::KERNEL_TCP_HOOK;
+use vibe_policy::rules::tmpfs_modes as tmpfs_modes_rule;
+
 use crate::policy_file;
+
+/// Exit codes, for `--help`: runc fails the container's create (or, for
+/// `release`, never) on a non-zero one.
+const EXIT_CODES: &str = "Exit codes:\n  0  done\n  1  the hook failed (runc then fails the create), or a usage error\n\nrunc runs these with the OCI state on stdin; their arguments are the ones create wrote into the spec.";
+
+/// `vibe-shim hook <name> <args>`: which hook; its arguments are passed
+/// on untouched (the judged spec wrote them), so no hook takes `--help`.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "hook",
+    bin_name = "vibe-shim hook",
+    about = "The OCI hooks create adds to a container's spec (runc runs them)",
+    after_help = EXIT_CODES
+)]
+pub struct HookArgs {
+    #[command(subcommand)]
+    hook: Hook,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Hook {
+    /// createRuntime: the network confinement (and the egress proxy's
+    /// registration) in the container's network namespace
+    #[command(name = "network", disable_help_flag = true)]
+    Network(HookRest),
+    /// createContainer: the judged mode and owner of each policy tmpfs
+    #[command(name = tmpfs_modes_rule::HOOK_NAME, disable_help_flag = true)]
+    TmpfsModes(HookRest),
+    /// createRuntime: the bound on TCP socket memory (cgroup v1)
+    #[command(name = KERNEL_TCP_HOOK, disable_help_flag = true)]
+    KernelTcp(HookRest),
+    /// poststop: releases the container's staging (never fails)
+    #[command(name = RELEASE_HOOK, disable_help_flag = true)]
+    Release(HookRest),
+}
+
+/// A hook's own arguments, byte for byte.
+#[derive(Debug, clap::Args)]
+struct HookRest {
+    #[arg(
+        num_args = 0..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_parser = clap::value_parser!(OsString)
+    )]
+    args: Vec<OsString>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookVerbError {
-    #[error(
-        "unknown hook {0:?} (expected \"network\", \"tmpfs-modes\", \"kernel-tcp\" or \"release\")"
-    )]
-    UnknownHook(String),
     #[error("cannot read the OCI state from stdin: {0}")]
     Stdin(std::io::Error),
     #[error("config: {0}")]
@@ -32,60 +79,57 @@ pub enum HookVerbError {
     KernelTcp(#[from] kernel_tcp::KernelTcpHookError),
 }
 
-/// `args` are the tokens after `hook` (the hook's name, then the marker).
-pub fn run(
-    config: &Path,
-    args: &[std::ffi::OsString],
-    stdin: &mut dyn Read,
-) -> Result<(), HookVerbError> {
-    let name = args
-        .first()
-        .map(|a| a.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    use vibe_policy::rules::{resources::KERNEL_TCP_HOOK, tmpfs_modes};
-    if ![
-        "network",
-        tmpfs_modes::HOOK_NAME,
-        KERNEL_TCP_HOOK,
-        RELEASE_HOOK,
-    ]
-    .contains(&name.as_str())
-    {
-        return Err(HookVerbError::UnknownHook(name));
+/// `vibe-shim hook ...`: reads the OCI state from stdin (after the
+/// arguments parse, as before), runs the hook, returns the exit code.
+pub fn run(config: &Path, args: &[OsString]) -> i32 {
+    let args = match super::parse::<HookArgs>("hook", args, 1) {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
+    match run_hook(config, args.hook, &mut std::io::stdin().lock()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("vibe-shim: {e}");
+            1
+        }
     }
+}
+
+fn run_hook(config: &Path, hook: Hook, stdin: &mut dyn Read) -> Result<(), HookVerbError> {
     let mut state = Vec::new();
     stdin
         .read_to_end(&mut state)
         .map_err(HookVerbError::Stdin)?;
-    if name == RELEASE_HOOK {
-        // Best effort, never an error: runc's delete fails on a failed
-        // poststop hook, and an engine's delete must go on.
-        if let [_, flag, root, id] = args {
-            if let (true, Some(id)) = (flag == vibe_hooks::HOOK_RUNC_ROOT_FLAG, id.to_str()) {
-                let root = crate::state_dir::runc_root(Some(root));
-                crate::verbs::delete::release(config, &root, id);
-            }
-        }
-        return Ok(());
-    }
-    if name != "network" {
-        // Everything it needs is in its (judged) arguments: no config.
-        let rest: Vec<String> = args[1..]
-            .iter()
+    let lossy = |args: &[OsString]| -> Vec<String> {
+        args.iter()
             .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        if name == KERNEL_TCP_HOOK {
-            return Ok(kernel_tcp::run(&rest, &state)?);
+            .collect()
+    };
+    match hook {
+        Hook::Release(HookRest { args }) => {
+            // Best effort, never an error: runc's delete fails on a failed
+            // poststop hook, and an engine's delete must go on.
+            if let [flag, root, id] = &args[..] {
+                if let (true, Some(id)) = (flag == vibe_hooks::HOOK_RUNC_ROOT_FLAG, id.to_str()) {
+                    let root = crate::state_dir::runc_root(Some(root));
+                    crate::verbs::delete::release(config, &root, id);
+                }
+            }
+            Ok(())
         }
-        return Ok(self::tmpfs_modes::run(&rest)?);
+        // Everything they need is in their (judged) arguments: no config.
+        Hook::KernelTcp(HookRest { args }) => Ok(kernel_tcp::run(&lossy(&args), &state)?),
+        Hook::TmpfsModes(HookRest { args }) => Ok(tmpfs_modes::run(&lossy(&args))?),
+        Hook::Network(HookRest { args }) => {
+            let policy = policy_file::load(config)?;
+            let network = |e| HookVerbError::Network(Box::new(e));
+            vibe_hooks::run_network_hook(&state, &policy.network).map_err(network)?;
+            // Mode "proxy": the wall is up; now the proxy's listeners.
+            let runc_root = crate::state_dir::runc_root(runc_root_arg(&args));
+            vibe_hooks::register_egress(&state, &policy.network, &runc_root).map_err(network)?;
+            Ok(())
+        }
     }
-    let policy = policy_file::load(config)?;
-    let network = |e| HookVerbError::Network(Box::new(e));
-    vibe_hooks::run_network_hook(&state, &policy.network).map_err(network)?;
-    // Mode "proxy": the wall is up; now the proxy's listeners.
-    let runc_root = crate::state_dir::runc_root(runc_root_arg(args));
-    vibe_hooks::register_egress(&state, &policy.network, &runc_root).map_err(network)?;
-    Ok(())
 }
 
 /// The poststop hook (create's own entry: `--runc-root R ID`) that releases
@@ -104,22 +148,48 @@ fn runc_root_arg(args: &[std::ffi::OsString]) -> Option<&std::ffi::OsStr> {
 mod tests {
     use super::*;
 
+    fn parsed(args: &[&str]) -> Result<Hook, clap::Error> {
+        use clap::Parser;
+        HookArgs::try_parse_from(std::iter::once("hook").chain(args.iter().copied()))
+            .map(|a| a.hook)
+    }
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn each_hook_gets_its_arguments_byte_for_byte() {
+        let network = ["network", "--runc-root", "/run/x", "vibe-shim-network-hook"];
+        match parsed(&network).unwrap() {
+            Hook::Network(HookRest { args }) => assert_eq!(args, os(&network[1..])),
+            other => panic!("{other:?}"),
+        }
+        // Hyphens, `--`, `-h` and `--help` among a hook's arguments are its own.
+        let release = ["release", "--runc-root", "/r", "--", "-h", "--help"];
+        match parsed(&release).unwrap() {
+            Hook::Release(HookRest { args }) => assert_eq!(args, os(&release[1..])),
+            other => panic!("{other:?}"),
+        }
+        let tmpfs = ["tmpfs-modes", "m", "/root", "0777:1000:1000:/run"];
+        assert!(matches!(parsed(&tmpfs).unwrap(), Hook::TmpfsModes(_)));
+        assert!(matches!(
+            parsed(&["kernel-tcp", "m", "1"]).unwrap(),
+            Hook::KernelTcp(_)
+        ));
+        assert!(matches!(parsed(&["release"]).unwrap(), Hook::Release(_)));
+        assert!(parsed(&["other"]).is_err());
+        assert!(parsed(&[]).is_err());
+    }
+
     #[test]
     fn runc_root_comes_from_the_hook_args() {
-        let args: Vec<std::ffi::OsString> = [
-            "network",
-            "--runc-root",
-            "/run/docker/runtime-runc/moby",
-            "marker",
-        ]
-        .iter()
-        .map(Into::into)
-        .collect();
+        let args = os(&["--runc-root", "/run/docker/runtime-runc/moby", "marker"]);
         assert_eq!(
             runc_root_arg(&args),
             Some(std::ffi::OsStr::new("/run/docker/runtime-runc/moby"))
         );
-        assert_eq!(runc_root_arg(&args[..1]), None);
+        assert_eq!(runc_root_arg(&args[2..]), None);
     }
 
     #[test]
@@ -130,26 +200,15 @@ mod tests {
             &["release"],
             &["release", "--runc-root", "/r", "../escape"],
         ] {
-            let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
-            assert!(run(Path::new("/nonexistent.toml"), &args, &mut "{}".as_bytes()).is_ok());
+            let hook = parsed(args).unwrap();
+            assert!(run_hook(Path::new("/nonexistent.toml"), hook, &mut "{}".as_bytes()).is_ok());
         }
     }
 
     #[test]
-    fn unknown_hook_and_bad_config_are_errors() {
-        let err = run(
-            Path::new("/nonexistent"),
-            &["other".into()],
-            &mut "".as_bytes(),
-        )
-        .unwrap_err();
-        assert!(matches!(err, HookVerbError::UnknownHook(_)));
-        let err = run(
-            Path::new("/nonexistent.toml"),
-            &["network".into()],
-            &mut "{}".as_bytes(),
-        )
-        .unwrap_err();
+    fn a_bad_config_is_an_error() {
+        let hook = parsed(&["network"]).unwrap();
+        let err = run_hook(Path::new("/nonexistent.toml"), hook, &mut "{}".as_bytes()).unwrap_err();
         assert!(err.to_string().contains("/nonexistent.toml"), "{err}");
     }
 }
