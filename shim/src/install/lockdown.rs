@@ -49,20 +49,47 @@ const RUNC_CANDIDATES: &[&str] = &["/usr/sbin/runc", "/usr/bin/runc", "/sbin/run
 pub enum LockdownError {
     #[error("refused: {0}")]
     Refused(String),
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", path.display())]
     Io {
-        path: String,
+        path: PathBuf,
+        #[source]
         source: std::io::Error,
     },
+    #[error("{command} failed: {source}")]
+    Spawn {
+        command: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The command ran and said why it failed (its stderr).
     #[error("{command} failed: {message}")]
     Command { command: String, message: String },
-    #[error("lockdown record {path}: {message}")]
-    Record { path: String, message: String },
+    #[error("lockdown record {}: {source}", path.display())]
+    RecordIo {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("lockdown record {}: {source}", path.display())]
+    RecordParse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error("lockdown record {}: {source}", path.display())]
+    RecordWrite {
+        path: PathBuf,
+        #[source]
+        source: toml::ser::Error,
+    },
+    /// Fail closed: someone may have tampered with it.
+    #[error("lockdown record {}: {why}", path.display())]
+    RecordUnsafe { path: PathBuf, why: &'static str },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LockdownError + '_ {
     move |source| LockdownError::Io {
-        path: path.display().to_string(),
+        path: path.to_path_buf(),
         source,
     }
 }
@@ -107,24 +134,31 @@ pub fn recorded_in(root: &Path) -> Result<Option<Record>, LockdownError> {
 
 fn read_record(root: &Path) -> Result<Option<Record>, LockdownError> {
     let path = inside(root, Path::new(RECORD_PATH));
-    let fail = |message: String| LockdownError::Record {
-        path: path.display().to_string(),
-        message,
+    let read_failed = |source| LockdownError::RecordIo {
+        path: path.clone(),
+        source,
+    };
+    let unsafe_record = |why| LockdownError::RecordUnsafe {
+        path: path.clone(),
+        why,
     };
     let meta = match std::fs::symlink_metadata(&path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(fail(e.to_string())),
+        Err(e) => return Err(read_failed(e)),
     };
     if !meta.file_type().is_file() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
-        return Err(fail(
-            "must be a regular file owned by root and writable by nobody else".into(),
+        return Err(unsafe_record(
+            "must be a regular file owned by root and writable by nobody else",
         ));
     }
-    let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
-    let record: Record = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    let text = std::fs::read_to_string(&path).map_err(read_failed)?;
+    let record: Record = toml::from_str(&text).map_err(|source| LockdownError::RecordParse {
+        path: path.clone(),
+        source,
+    })?;
     if !record.real.is_absolute() || !record.runc.is_absolute() || !record.shim.is_absolute() {
-        return Err(fail("paths must be absolute".into()));
+        return Err(unsafe_record("paths must be absolute"));
     }
     Ok(Some(record))
 }
@@ -136,9 +170,9 @@ fn write_record(root: &Path, record: &Record) -> Result<(), LockdownError> {
     let text = format!(
         "# Written by `vibe-shim install lockdown`; removed by `uninstall lockdown`.\n\
          # vibe-shim, run as runc, execs `real`. Do not edit.\n{}",
-        toml::to_string(record).map_err(|e| LockdownError::Record {
-            path: path.display().to_string(),
-            message: e.to_string(),
+        toml::to_string(record).map_err(|source| LockdownError::RecordWrite {
+            path: path.clone(),
+            source,
         })?
     );
     vibe_hooks::fsio::write_atomic(&path, text.as_bytes(), 0o644).map_err(io(&path))
@@ -223,9 +257,9 @@ impl Options {
 fn dpkg_divert(o: &Options, args: &[&str]) -> Result<String, LockdownError> {
     let mut cmd = Command::new("dpkg-divert");
     cmd.arg("--root").arg(&o.root).args(args);
-    let out = cmd.output().map_err(|e| LockdownError::Command {
-        command: "dpkg-divert".into(),
-        message: e.to_string(),
+    let out = cmd.output().map_err(|source| LockdownError::Spawn {
+        command: "dpkg-divert",
+        source,
     })?;
     if !out.status.success() {
         return Err(LockdownError::Command {

@@ -33,10 +33,25 @@ pub enum InstallError {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
+        #[source]
         source: std::io::Error,
     },
+    /// An engine's edit could not read or change the file.
     #[error("{path}: {reason}")]
     Parse { path: PathBuf, reason: String },
+    /// A record that does not parse (or cannot be written as JSON).
+    #[error("{path}: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: not UTF-8: {source}")]
+    NotUtf8 {
+        path: PathBuf,
+        #[source]
+        source: std::str::Utf8Error,
+    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
@@ -116,9 +131,9 @@ pub fn load_record(path: &Path) -> Result<Option<Record>, InstallError> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| InstallError::Parse {
+            .map_err(|source| InstallError::Json {
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source,
             }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err(path)(e)),
@@ -183,9 +198,9 @@ pub fn apply(
         Err(e) => return Err(io_err(config)(e)),
     };
     let text = match &original {
-        Some(bytes) => std::str::from_utf8(bytes).map_err(|e| InstallError::Parse {
+        Some(bytes) => std::str::from_utf8(bytes).map_err(|source| InstallError::NotUtf8 {
             path: config.to_path_buf(),
-            reason: format!("not UTF-8: {e}"),
+            source,
         })?,
         None => "",
     };
@@ -223,9 +238,9 @@ pub fn apply(
     record.absorb(result.changes, result.created_tables);
     record.written = new_text.clone();
     create_dirs(state_dir)?;
-    let rec_json = serde_json::to_string_pretty(&record).map_err(|e| InstallError::Parse {
+    let rec_json = serde_json::to_string_pretty(&record).map_err(|source| InstallError::Json {
         path: rec_path.clone(),
-        reason: e.to_string(),
+        source,
     })?;
     // The record first: a crash between the two leaves a record of a change
     // not made, which uninstall tolerates; the reverse would strand it.
