@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use crate::install::lockdown::{self, ENGINE_PATH, PATH_DIR};
 use crate::install::{
-    apply, containerd, docker, load_record, podman, toml_doc, unapply, InstallError, Installed,
-    Record, Uninstalled, DEFAULT_BINARY, DEFAULT_STATE_DIR, RUNTIME_NAME,
+    apply, containerd, docker, load_record, podman, toml_doc, unapply, EditError, InstallError,
+    Installed, Record, Uninstalled, DEFAULT_BINARY, DEFAULT_STATE_DIR, RUNTIME_NAME,
 };
 
 /// Exit codes, for `--help` and the package's maintainer scripts.
@@ -426,7 +426,7 @@ fn installed_containerd_config_version() -> i64 {
     }
 }
 
-fn revert_for(engine: &str) -> fn(&str, &Record) -> Result<String, String> {
+fn revert_for(engine: &str) -> fn(&str, &Record) -> Result<String, EditError> {
     match engine {
         "docker" => docker::revert,
         _ => toml_doc::revert,

@@ -37,8 +37,12 @@ pub enum InstallError {
         source: std::io::Error,
     },
     /// An engine's edit could not read or change the file.
-    #[error("{path}: {reason}")]
-    Parse { path: PathBuf, reason: String },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: EditError,
+    },
     /// A record that does not parse (or cannot be written as JSON).
     #[error("{path}: {source}")]
     Json {
@@ -52,6 +56,30 @@ pub enum InstallError {
         #[source]
         source: std::str::Utf8Error,
     },
+}
+
+/// Why an engine's pure edit (or revert) could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Toml(#[from] toml_edit::TomlError),
+    /// The file parses but is not shaped as the edit needs (edit it by hand).
+    #[error("{0}")]
+    Shape(String),
+}
+
+impl From<String> for EditError {
+    fn from(why: String) -> Self {
+        EditError::Shape(why)
+    }
+}
+
+impl From<&str> for EditError {
+    fn from(why: &str) -> Self {
+        EditError::Shape(why.to_string())
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
@@ -190,7 +218,7 @@ pub fn apply(
     config: &Path,
     state_dir: &Path,
     dry_run: bool,
-    edit: impl FnOnce(&str) -> Result<Edit, String>,
+    edit: impl FnOnce(&str) -> Result<Edit, EditError>,
 ) -> Result<Installed, InstallError> {
     let original = match std::fs::read(config) {
         Ok(bytes) => Some(bytes),
@@ -204,9 +232,9 @@ pub fn apply(
         })?,
         None => "",
     };
-    let result = edit(text).map_err(|reason| InstallError::Parse {
+    let result = edit(text).map_err(|source| InstallError::Parse {
         path: config.to_path_buf(),
-        reason,
+        source,
     })?;
     let Some(new_text) = result.text else {
         return Ok(Installed::Already);
@@ -274,7 +302,7 @@ pub fn unapply(
     engine: &str,
     config: &Path,
     state_dir: &Path,
-    revert: impl FnOnce(&str, &Record) -> Result<String, String>,
+    revert: impl FnOnce(&str, &Record) -> Result<String, EditError>,
 ) -> Result<Uninstalled, InstallError> {
     let rec_path = record_path(state_dir, engine, config);
     let Some(record) = load_record(&rec_path)? else {
@@ -300,9 +328,9 @@ pub fn unapply(
             }
         },
         Some(text) => {
-            let reverted = revert(&text, &record).map_err(|reason| InstallError::Parse {
+            let reverted = revert(&text, &record).map_err(|source| InstallError::Parse {
                 path: config.to_path_buf(),
-                reason,
+                source,
             })?;
             if reverted != text {
                 write_atomic(config, reverted.as_bytes(), 0o644)?;
@@ -327,7 +355,7 @@ pub fn unapply(
 mod tests {
     use super::*;
 
-    fn add_key(text: &str) -> Result<Edit, String> {
+    fn add_key(text: &str) -> Result<Edit, EditError> {
         if text.contains("key") {
             return Ok(Edit {
                 text: None,
@@ -379,14 +407,14 @@ mod tests {
                 .unwrap(),
             mtime
         );
-        let undo = |_: &str, _: &Record| -> Result<String, String> { unreachable!() };
+        let undo = |_: &str, _: &Record| -> Result<String, EditError> { unreachable!() };
         assert_eq!(
             unapply("t", &config, &state, undo).unwrap(),
             Uninstalled::Restored
         );
         assert_eq!(std::fs::read_to_string(&config).unwrap(), "  original\n");
         assert!(!backup_path(&config).exists());
-        let undo = |_: &str, _: &Record| -> Result<String, String> { unreachable!() };
+        let undo = |_: &str, _: &Record| -> Result<String, EditError> { unreachable!() };
         assert_eq!(
             unapply("t", &config, &state, undo).unwrap(),
             Uninstalled::NotInstalled
@@ -400,7 +428,7 @@ mod tests {
         let state = dir.path().join("state");
         apply("t", &config, &state, false, add_key).unwrap();
         assert_eq!(std::fs::read_to_string(&config).unwrap(), "key\n");
-        let undo = |_: &str, _: &Record| -> Result<String, String> { unreachable!() };
+        let undo = |_: &str, _: &Record| -> Result<String, EditError> { unreachable!() };
         unapply("t", &config, &state, undo).unwrap();
         assert!(!dir.path().join("a").exists());
     }
@@ -413,7 +441,7 @@ mod tests {
         std::fs::write(&config, "orig\n").unwrap();
         apply("t", &config, &state, false, add_key).unwrap();
         std::fs::write(&config, "orig\nkey\nadmin\n").unwrap();
-        let undo = |text: &str, rec: &Record| -> Result<String, String> {
+        let undo = |text: &str, rec: &Record| -> Result<String, EditError> {
             assert_eq!(rec.changes.len(), 1);
             Ok(text.replace("key\n", ""))
         };
