@@ -11,6 +11,7 @@
 //! writes nothing to the host but that one per-container table.
 
 pub mod egress;
+pub mod fsio;
 pub mod nfnetlink;
 pub mod nft;
 pub mod nftables;

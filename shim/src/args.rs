@@ -253,9 +253,6 @@ pub const CHECKPOINT_FLAGS: &[FlagDef] = &[
 /// runc `start` has no flags of its own.
 pub const START_FLAGS: &[FlagDef] = &[HELP];
 
-/// `vibe-shim policy explain|check` flags (ours, after the verb).
-pub const POLICY_FLAGS: &[FlagDef] = &[value(&["bundle", "b"]), value(&["config"])];
-
 /// The verbs vibe-shim judges: each can start a process, change its
 /// limits, or (checkpoint) make runc write host paths as root. Each is read
 /// with [`classify_verb`] and refused if unclassifiable.

@@ -6,8 +6,7 @@
 
 mod args;
 mod audit;
-mod authz;
-mod doctor;
+mod cli;
 mod host;
 mod install;
 mod log;
@@ -51,14 +50,8 @@ fn run() -> i32 {
     if let Some(denial) = as_runc_denial(std::env::args_os().next().as_deref(), &inv, &verb) {
         return fail(&inv, &denial);
     }
-    match verb.as_str() {
-        "hook" => return run_hook(&config_path, &inv),
-        "policy" => return run_policy_cmd(&config_path, &inv),
-        "authz" => return authz::run(&config_path, inv.verb_args()),
-        "doctor" => return doctor::run(inv.verb_args()),
-        "install" | "uninstall" => return verbs::install::run(&verb, inv.verb_args()),
-        "egress" => return verbs::egress::run(&inv),
-        _ => {}
+    if let Some(code) = cli::dispatch(&verb, inv.config.as_deref(), inv.verb_args()) {
+        return code;
     }
     if let Err(e) = runtime::check_not_reentered(std::env::var_os(runtime::ACTIVE_ENV).as_deref()) {
         return fail(
@@ -85,18 +78,6 @@ enum Route {
     Enforce,
 }
 
-/// The verbs only vibe-shim has. Our own hook entries run us as
-/// `vibe-shim`, never as `runc`.
-const OWN_VERBS: &[&str] = &[
-    "hook",
-    "policy",
-    "authz",
-    "doctor",
-    "install",
-    "uninstall",
-    "egress",
-];
-
 /// Run as `runc` (lockdown's link, or an engine's PATH), vibe-shim takes only
 /// runc's grammar: whoever reaches runc's argv (a wrapper forwarding "$@")
 /// must not reach a root-only vibe-shim verb such as `hook tmpfs-modes`, nor
@@ -106,7 +87,7 @@ fn as_runc_denial(argv0: Option<&std::ffi::OsStr>, inv: &Invocation, verb: &str)
     if !as_runc {
         return None;
     }
-    if OWN_VERBS.contains(&verb) {
+    if cli::OWN_VERBS.contains(&verb) {
         return Some(argv_denial(
             verb.to_string(),
             "not a runc verb: vibe-shim's own verbs are refused when it runs as runc".into(),
@@ -209,7 +190,7 @@ fn fail(inv: &Invocation, denial: &Denial) -> i32 {
 fn find_runtime(configured: Option<&Path>) -> Result<(PathBuf, bool), runtime::RuntimeError> {
     // Under lockdown `runc` in PATH is vibe-shim: the record names the real one.
     if configured.is_none() {
-        let recorded = verbs::lockdown::recorded_real_runc()
+        let recorded = install::lockdown::recorded_real_runc()
             .map_err(|e| runtime::RuntimeError::Lockdown(e.to_string()))?;
         if let Some(real) = recorded {
             return runtime::check_recorded(&real, runtime::own_exe().as_ref()).map(|p| (p, true));
@@ -423,33 +404,6 @@ fn exec_runc(inv: &Invocation, runtime: &Path, sealed: bool, runc_args: Vec<OsSt
         format!("cannot exec: {error}"),
     );
     fail(inv, &denial)
-}
-
-fn run_hook(config_path: &Path, inv: &Invocation) -> i32 {
-    match verbs::hook::run(config_path, inv.verb_args(), &mut std::io::stdin().lock()) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("vibe-shim: {e}");
-            1
-        }
-    }
-}
-
-fn run_policy_cmd(config_path: &Path, inv: &Invocation) -> i32 {
-    match verbs::policy_cmd::run(config_path, inv.verb_args()) {
-        Ok((text, ok)) => {
-            print!("{text}");
-            if ok {
-                0
-            } else {
-                1
-            }
-        }
-        Err(e) => {
-            eprintln!("vibe-shim: {e}");
-            1
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,21 +13,21 @@
 use serde_json::Value as Json;
 
 use super::toml_doc;
-use super::{Edit, RUNTIME_NAME};
+use super::{Edit, EditError, RUNTIME_NAME};
 
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
 pub const RUNC_V2: &str = "io.containerd.runc.v2";
 
 /// The runtime table's path for a config version.
-pub fn runtime_path(version: i64) -> Result<Vec<String>, String> {
+pub fn runtime_path(version: i64) -> Result<Vec<String>, EditError> {
     let cri = match version {
         1 => "cri",
         2 => "io.containerd.grpc.v1.cri",
         3 => "io.containerd.cri.v1.runtime",
         v => {
-            return Err(format!(
+            return Err(EditError::Shape(format!(
                 "config version {v} is not one vibe-shim knows (1, 2, 3)"
-            ))
+            )))
         }
     };
     Ok(["plugins", cri, "containerd", "runtimes", RUNTIME_NAME]
@@ -38,7 +38,7 @@ pub fn runtime_path(version: i64) -> Result<Vec<String>, String> {
 
 /// `fresh_version`: what to write into an empty file (2 for containerd
 /// 1.x, 3 for 2.x).
-pub fn add(text: &str, binary: &str, fresh_version: i64) -> Result<Edit, String> {
+pub fn add(text: &str, binary: &str, fresh_version: i64) -> Result<Edit, EditError> {
     let mut doc = toml_doc::parse(text)?;
     let version = match doc.get("version") {
         Some(item) => item.as_integer().ok_or("`version` is not an integer")?,

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Edit, KeyChange, Record, RUNTIME_NAME};
+use super::{Edit, EditError, KeyChange, Record, RUNTIME_NAME};
 
 pub const DEFAULT_DAEMON_JSON: &str = "/etc/docker/daemon.json";
 /// The authz plugin's name: dockerd finds it as
@@ -27,20 +27,18 @@ pub struct DockerOpts {
     pub authz: bool,
 }
 
-fn parse(text: &str) -> Result<Map<String, Value>, String> {
+fn parse(text: &str) -> Result<Map<String, Value>, EditError> {
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
-    match serde_json::from_str(text).map_err(|e| e.to_string())? {
+    match serde_json::from_str::<Value>(text)? {
         Value::Object(map) => Ok(map),
         _ => Err("daemon.json is not a JSON object".into()),
     }
 }
 
-fn render(map: &Map<String, Value>) -> Result<String, String> {
-    serde_json::to_string_pretty(map)
-        .map(|s| s + "\n")
-        .map_err(|e| e.to_string())
+fn render(map: &Map<String, Value>) -> Result<String, EditError> {
+    Ok(serde_json::to_string_pretty(map)? + "\n")
 }
 
 pub fn entry(opts: &DockerOpts) -> Value {
@@ -57,7 +55,7 @@ pub fn entry(opts: &DockerOpts) -> Value {
 
 /// Adds what `opts` asks for; `text: None` in the result when all of it is
 /// there already.
-pub fn add(text: &str, opts: &DockerOpts) -> Result<Edit, String> {
+pub fn add(text: &str, opts: &DockerOpts) -> Result<Edit, EditError> {
     let mut map = parse(text)?;
     let mut changes = Vec::new();
     let mut set = |map: &mut Map<String, Value>, key: &str, after: Value| {
@@ -72,7 +70,7 @@ pub fn add(text: &str, opts: &DockerOpts) -> Result<Edit, String> {
     let runtimes = match map.get(RUNTIMES) {
         None => Map::new(),
         Some(Value::Object(r)) => r.clone(),
-        Some(_) => return Err(format!("{RUNTIMES:?} is not an object")),
+        Some(_) => return Err(EditError::Shape(format!("{RUNTIMES:?} is not an object"))),
     };
     let want = entry(opts);
     if runtimes.get(RUNTIME_NAME) != Some(&want) {
@@ -87,7 +85,11 @@ pub fn add(text: &str, opts: &DockerOpts) -> Result<Edit, String> {
         let mut plugins = match map.get(AUTHZ) {
             None => Vec::new(),
             Some(Value::Array(p)) if p.iter().all(Value::is_string) => p.clone(),
-            Some(_) => return Err(format!("{AUTHZ:?} is not a list of names")),
+            Some(_) => {
+                return Err(EditError::Shape(format!(
+                    "{AUTHZ:?} is not a list of names"
+                )))
+            }
         };
         if !plugins.contains(&Value::from(AUTHZ_PLUGIN)) {
             plugins.push(Value::from(AUTHZ_PLUGIN));
@@ -106,7 +108,7 @@ pub fn add(text: &str, opts: &DockerOpts) -> Result<Edit, String> {
 }
 
 /// Takes out what install put in, leaving whatever the admin changed since.
-pub fn revert(text: &str, record: &Record) -> Result<String, String> {
+pub fn revert(text: &str, record: &Record) -> Result<String, EditError> {
     let mut map = parse(text)?;
     for change in record.changes.iter().rev() {
         let Some(key) = change.path.first() else {

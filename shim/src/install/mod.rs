@@ -7,14 +7,12 @@
 //! `/var/lib/vibe-shim/installed/` of exactly what install changed, so
 //! `uninstall` (and the package's prerm) undoes that and nothing else.
 
-pub mod cmd;
 pub mod containerd;
 pub mod docker;
+pub mod lockdown;
 pub mod podman;
-mod toml_doc;
+pub mod toml_doc;
 
-use std::ffi::OsString;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -32,15 +30,56 @@ pub const BACKUP_SUFFIX: &str = ".vibe-shim.bak";
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    #[error("{0}")]
-    Usage(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
+        #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {reason}")]
-    Parse { path: PathBuf, reason: String },
+    /// An engine's edit could not read or change the file.
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: EditError,
+    },
+    /// A record that does not parse (or cannot be written as JSON).
+    #[error("{path}: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: not UTF-8: {source}")]
+    NotUtf8 {
+        path: PathBuf,
+        #[source]
+        source: std::str::Utf8Error,
+    },
+}
+
+/// Why an engine's pure edit (or revert) could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Toml(#[from] toml_edit::TomlError),
+    /// The file parses but is not shaped as the edit needs (edit it by hand).
+    #[error("{0}")]
+    Shape(String),
+}
+
+impl From<String> for EditError {
+    fn from(why: String) -> Self {
+        EditError::Shape(why)
+    }
+}
+
+impl From<&str> for EditError {
+    fn from(why: &str) -> Self {
+        EditError::Shape(why.to_string())
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
@@ -120,42 +159,22 @@ pub fn load_record(path: &Path) -> Result<Option<Record>, InstallError> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| InstallError::Parse {
+            .map_err(|source| InstallError::Json {
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source,
             }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err(path)(e)),
     }
 }
 
-/// Writes `bytes` to `path` through a temp file and a rename, keeping the
-/// old file's mode (new files: `mode`).
+/// Writes `bytes` to `path` atomically (`vibe_hooks::fsio`), keeping the
+/// old file's mode (new files: `mode`): an admin's 0640 daemon.json stays so.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), InstallError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
     let mode = std::fs::metadata(path)
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(mode);
-    let mut tmp = tempfile_in(dir, path)?;
-    tmp.1.write_all(bytes).map_err(io_err(&tmp.0))?;
-    tmp.1.sync_all().map_err(io_err(&tmp.0))?;
-    std::fs::set_permissions(&tmp.0, std::fs::Permissions::from_mode(mode))
-        .map_err(io_err(&tmp.0))?;
-    std::fs::rename(&tmp.0, path).map_err(io_err(path))
-}
-
-fn tempfile_in(dir: &Path, target: &Path) -> Result<(PathBuf, std::fs::File), InstallError> {
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.vibe-shim.{}", std::process::id()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(io_err(&tmp))?;
-    Ok((tmp, file))
+    vibe_hooks::fsio::write_atomic(path, bytes, mode).map_err(io_err(path))
 }
 
 /// Creates `dir` and its missing parents; returns those it created,
@@ -199,7 +218,7 @@ pub fn apply(
     config: &Path,
     state_dir: &Path,
     dry_run: bool,
-    edit: impl FnOnce(&str) -> Result<Edit, String>,
+    edit: impl FnOnce(&str) -> Result<Edit, EditError>,
 ) -> Result<Installed, InstallError> {
     let original = match std::fs::read(config) {
         Ok(bytes) => Some(bytes),
@@ -207,15 +226,15 @@ pub fn apply(
         Err(e) => return Err(io_err(config)(e)),
     };
     let text = match &original {
-        Some(bytes) => std::str::from_utf8(bytes).map_err(|e| InstallError::Parse {
+        Some(bytes) => std::str::from_utf8(bytes).map_err(|source| InstallError::NotUtf8 {
             path: config.to_path_buf(),
-            reason: format!("not UTF-8: {e}"),
+            source,
         })?,
         None => "",
     };
-    let result = edit(text).map_err(|reason| InstallError::Parse {
+    let result = edit(text).map_err(|source| InstallError::Parse {
         path: config.to_path_buf(),
-        reason,
+        source,
     })?;
     let Some(new_text) = result.text else {
         return Ok(Installed::Already);
@@ -247,9 +266,9 @@ pub fn apply(
     record.absorb(result.changes, result.created_tables);
     record.written = new_text.clone();
     create_dirs(state_dir)?;
-    let rec_json = serde_json::to_string_pretty(&record).map_err(|e| InstallError::Parse {
+    let rec_json = serde_json::to_string_pretty(&record).map_err(|source| InstallError::Json {
         path: rec_path.clone(),
-        reason: e.to_string(),
+        source,
     })?;
     // The record first: a crash between the two leaves a record of a change
     // not made, which uninstall tolerates; the reverse would strand it.
@@ -283,7 +302,7 @@ pub fn unapply(
     engine: &str,
     config: &Path,
     state_dir: &Path,
-    revert: impl FnOnce(&str, &Record) -> Result<String, String>,
+    revert: impl FnOnce(&str, &Record) -> Result<String, EditError>,
 ) -> Result<Uninstalled, InstallError> {
     let rec_path = record_path(state_dir, engine, config);
     let Some(record) = load_record(&rec_path)? else {
@@ -309,9 +328,9 @@ pub fn unapply(
             }
         },
         Some(text) => {
-            let reverted = revert(&text, &record).map_err(|reason| InstallError::Parse {
+            let reverted = revert(&text, &record).map_err(|source| InstallError::Parse {
                 path: config.to_path_buf(),
-                reason,
+                source,
             })?;
             if reverted != text {
                 write_atomic(config, reverted.as_bytes(), 0o644)?;
@@ -332,84 +351,11 @@ pub fn unapply(
     Ok(outcome)
 }
 
-/// Parsed `install`/`uninstall` options (`--flag VALUE`, `--flag=VALUE`,
-/// boolean `--flag`).
-#[derive(Debug, Default)]
-pub struct Opts {
-    pub values: Vec<(String, String)>,
-    pub flags: Vec<String>,
-}
-
-impl Opts {
-    pub fn parse(
-        args: &[OsString],
-        with_value: &[&str],
-        boolean: &[&str],
-    ) -> Result<Opts, InstallError> {
-        let mut opts = Opts::default();
-        let mut it = args.iter();
-        while let Some(arg) = it.next() {
-            let arg = arg
-                .to_str()
-                .ok_or_else(|| InstallError::Usage("argument is not UTF-8".into()))?;
-            let Some(name) = arg.strip_prefix("--") else {
-                return Err(InstallError::Usage(format!("unexpected argument {arg:?}")));
-            };
-            let (name, inline) = match name.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (name, None),
-            };
-            if with_value.contains(&name) {
-                let value = match inline {
-                    Some(v) => v,
-                    None => it
-                        .next()
-                        .and_then(|v| v.to_str())
-                        .ok_or_else(|| InstallError::Usage(format!("--{name} needs a value")))?
-                        .to_string(),
-                };
-                if value.is_empty() {
-                    return Err(InstallError::Usage(format!("--{name} is empty")));
-                }
-                opts.values.push((name.to_string(), value));
-            } else if boolean.contains(&name) && inline.is_none() {
-                opts.flags.push(name.to_string());
-            } else {
-                return Err(InstallError::Usage(format!("unknown option --{name}")));
-            }
-        }
-        Ok(opts)
-    }
-
-    pub fn value(&self, name: &str) -> Option<&str> {
-        self.values
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn flag(&self, name: &str) -> bool {
-        self.flags.iter().any(|f| f == name)
-    }
-}
-
-/// `--path` must name an absolute path: engines exec it from their own cwd.
-pub fn binary_path(opts: &Opts) -> Result<String, InstallError> {
-    let path = opts.value("path").unwrap_or(DEFAULT_BINARY);
-    if !path.starts_with('/') {
-        return Err(InstallError::Usage(format!(
-            "--path {path:?}: an absolute path is needed"
-        )));
-    }
-    Ok(path.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn add_key(text: &str) -> Result<Edit, String> {
+    fn add_key(text: &str) -> Result<Edit, EditError> {
         if text.contains("key") {
             return Ok(Edit {
                 text: None,
@@ -461,14 +407,14 @@ mod tests {
                 .unwrap(),
             mtime
         );
-        let undo = |_: &str, _: &Record| -> Result<String, String> { unreachable!() };
+        let undo = |_: &str, _: &Record| -> Result<String, EditError> { unreachable!() };
         assert_eq!(
             unapply("t", &config, &state, undo).unwrap(),
             Uninstalled::Restored
         );
         assert_eq!(std::fs::read_to_string(&config).unwrap(), "  original\n");
         assert!(!backup_path(&config).exists());
-        let undo = |_: &str, _: &Record| -> Result<String, String> { unreachable!() };
+        let undo = |_: &str, _: &Record| -> Result<String, EditError> { unreachable!() };
         assert_eq!(
             unapply("t", &config, &state, undo).unwrap(),
             Uninstalled::NotInstalled
@@ -482,7 +428,7 @@ mod tests {
         let state = dir.path().join("state");
         apply("t", &config, &state, false, add_key).unwrap();
         assert_eq!(std::fs::read_to_string(&config).unwrap(), "key\n");
-        let undo = |_: &str, _: &Record| -> Result<String, String> { unreachable!() };
+        let undo = |_: &str, _: &Record| -> Result<String, EditError> { unreachable!() };
         unapply("t", &config, &state, undo).unwrap();
         assert!(!dir.path().join("a").exists());
     }
@@ -495,7 +441,7 @@ mod tests {
         std::fs::write(&config, "orig\n").unwrap();
         apply("t", &config, &state, false, add_key).unwrap();
         std::fs::write(&config, "orig\nkey\nadmin\n").unwrap();
-        let undo = |text: &str, rec: &Record| -> Result<String, String> {
+        let undo = |text: &str, rec: &Record| -> Result<String, EditError> {
             assert_eq!(rec.changes.len(), 1);
             Ok(text.replace("key\n", ""))
         };
@@ -504,19 +450,5 @@ mod tests {
             Uninstalled::Reverted
         );
         assert_eq!(std::fs::read_to_string(&config).unwrap(), "orig\nadmin\n");
-    }
-
-    #[test]
-    fn options() {
-        let args: Vec<OsString> = ["--daemon-json", "/x", "--default", "--path=/p"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        let o = Opts::parse(&args, &["daemon-json", "path"], &["default"]).unwrap();
-        assert_eq!(o.value("daemon-json"), Some("/x"));
-        assert_eq!(o.value("path"), Some("/p"));
-        assert!(o.flag("default"));
-        assert!(Opts::parse(&args[..1], &["daemon-json"], &[]).is_err());
-        assert!(Opts::parse(&args, &["daemon-json"], &["default"]).is_err());
     }
 }

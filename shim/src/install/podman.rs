@@ -6,7 +6,7 @@
 use serde_json::Value as Json;
 
 use super::toml_doc;
-use super::{Edit, RUNTIME_NAME};
+use super::{Edit, EditError, RUNTIME_NAME};
 
 pub const DEFAULT_DROP_IN: &str = "/etc/containers/containers.conf.d/vibe-shim.conf";
 const HEADER: &str =
@@ -16,7 +16,7 @@ fn key(keys: &[&str]) -> Vec<String> {
     keys.iter().map(|k| k.to_string()).collect()
 }
 
-pub fn add(text: &str, binary: &str, default: bool) -> Result<Edit, String> {
+pub fn add(text: &str, binary: &str, default: bool) -> Result<Edit, EditError> {
     let doc = toml_doc::parse(text)?;
     let mut sets = vec![(
         key(&["engine", "runtimes", RUNTIME_NAME]),

@@ -5,10 +5,10 @@
 use serde_json::Value as Json;
 use toml_edit::{DocumentMut, Item, Table, Value};
 
-use super::{Edit, KeyChange, Record};
+use super::{Edit, EditError, KeyChange, Record};
 
-pub fn parse(text: &str) -> Result<DocumentMut, String> {
-    text.parse::<DocumentMut>().map_err(|e| e.to_string())
+pub fn parse(text: &str) -> Result<DocumentMut, EditError> {
+    Ok(text.parse::<DocumentMut>()?)
 }
 
 /// A TOML value as JSON, for the record; `None` for kinds install never
@@ -64,7 +64,7 @@ fn table_at<'a>(
     doc: &'a mut DocumentMut,
     path: &[String],
     created: &mut Vec<Vec<String>>,
-) -> Result<&'a mut Table, String> {
+) -> Result<&'a mut Table, EditError> {
     let mut table = doc.as_table_mut();
     for (i, key) in path.iter().enumerate() {
         if !table.contains_key(key) {
@@ -76,10 +76,10 @@ fn table_at<'a>(
         table = match table.get_mut(key) {
             Some(Item::Table(t)) => t,
             _ => {
-                return Err(format!(
+                return Err(EditError::Shape(format!(
                     "{} is not a table (an inline table or a value): edit it by hand",
                     dotted(&path[..=i])
-                ))
+                )))
             }
         };
     }
@@ -95,7 +95,7 @@ fn table_get<'a>(doc: &'a mut DocumentMut, path: &[String]) -> Option<&'a mut Ta
 }
 
 /// Sets each `(path, value)`; already equal values are left alone.
-pub fn set_all(mut doc: DocumentMut, sets: &[(Vec<String>, Json)]) -> Result<Edit, String> {
+pub fn set_all(mut doc: DocumentMut, sets: &[(Vec<String>, Json)]) -> Result<Edit, EditError> {
     let mut changes = Vec::new();
     let mut created_tables = Vec::new();
     for (path, want) in sets {
@@ -132,7 +132,7 @@ pub fn set_all(mut doc: DocumentMut, sets: &[(Vec<String>, Json)]) -> Result<Edi
 /// Undoes a record's changes: a key that still holds what install wrote
 /// gets its old value back (or goes); one changed since is the admin's and
 /// stays. Tables install created go when empty.
-pub fn revert(text: &str, record: &Record) -> Result<String, String> {
+pub fn revert(text: &str, record: &Record) -> Result<String, EditError> {
     let mut doc = parse(text)?;
     for change in record.changes.iter().rev() {
         let Some((key, parent)) = change.path.split_last() else {

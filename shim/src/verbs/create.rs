@@ -269,7 +269,7 @@ fn release_hook(config: &Path, runc_root: &Path, id: &str) -> Result<Value, Crea
             "--config",
             config.to_string_lossy(),
             "hook",
-            super::hook::RELEASE_HOOK,
+            crate::cli::hook::RELEASE_HOOK,
             vibe_hooks::HOOK_RUNC_ROOT_FLAG,
             runc_root.to_string_lossy(),
             id,

@@ -1,19 +1,12 @@
-//! The verbs vibe-shim enforces (create, run, restore, exec, update, start),
-//! its own verbs (hook, policy), and what they share.
+//! The verbs vibe-shim enforces (create, run, restore, exec, update, start)
+//! and what they share; its own verbs are in `cli`.
 
 pub mod checkpoint;
 pub mod create;
 pub mod delete;
-pub mod egress;
 pub mod exec;
-pub mod hook;
 pub mod host_paths;
-pub mod install;
-pub mod kernel_tcp_hook;
-pub mod lockdown;
-pub mod policy_cmd;
 pub mod start;
-pub mod tmpfs_hook;
 pub mod update;
 
 use std::ffi::OsString;

@@ -25,7 +25,6 @@
 //! vibe-shim running in another root reads that root's record, or, without
 //! one, searches PATH skipping itself and fails closed when only it is there.
 
-use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -48,24 +47,49 @@ const RUNC_CANDIDATES: &[&str] = &["/usr/sbin/runc", "/usr/bin/runc", "/sbin/run
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockdownError {
-    #[error("{0}")]
-    Usage(String),
     #[error("refused: {0}")]
     Refused(String),
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", path.display())]
     Io {
-        path: String,
+        path: PathBuf,
+        #[source]
         source: std::io::Error,
     },
+    #[error("{command} failed: {source}")]
+    Spawn {
+        command: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The command ran and said why it failed (its stderr).
     #[error("{command} failed: {message}")]
     Command { command: String, message: String },
-    #[error("lockdown record {path}: {message}")]
-    Record { path: String, message: String },
+    #[error("lockdown record {}: {source}", path.display())]
+    RecordIo {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("lockdown record {}: {source}", path.display())]
+    RecordParse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error("lockdown record {}: {source}", path.display())]
+    RecordWrite {
+        path: PathBuf,
+        #[source]
+        source: toml::ser::Error,
+    },
+    /// Fail closed: someone may have tampered with it.
+    #[error("lockdown record {}: {why}", path.display())]
+    RecordUnsafe { path: PathBuf, why: &'static str },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LockdownError + '_ {
     move |source| LockdownError::Io {
-        path: path.display().to_string(),
+        path: path.to_path_buf(),
         source,
     }
 }
@@ -110,24 +134,31 @@ pub fn recorded_in(root: &Path) -> Result<Option<Record>, LockdownError> {
 
 fn read_record(root: &Path) -> Result<Option<Record>, LockdownError> {
     let path = inside(root, Path::new(RECORD_PATH));
-    let fail = |message: String| LockdownError::Record {
-        path: path.display().to_string(),
-        message,
+    let read_failed = |source| LockdownError::RecordIo {
+        path: path.clone(),
+        source,
+    };
+    let unsafe_record = |why| LockdownError::RecordUnsafe {
+        path: path.clone(),
+        why,
     };
     let meta = match std::fs::symlink_metadata(&path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(fail(e.to_string())),
+        Err(e) => return Err(read_failed(e)),
     };
     if !meta.file_type().is_file() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
-        return Err(fail(
-            "must be a regular file owned by root and writable by nobody else".into(),
+        return Err(unsafe_record(
+            "must be a regular file owned by root and writable by nobody else",
         ));
     }
-    let text = std::fs::read_to_string(&path).map_err(|e| fail(e.to_string()))?;
-    let record: Record = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    let text = std::fs::read_to_string(&path).map_err(read_failed)?;
+    let record: Record = toml::from_str(&text).map_err(|source| LockdownError::RecordParse {
+        path: path.clone(),
+        source,
+    })?;
     if !record.real.is_absolute() || !record.runc.is_absolute() || !record.shim.is_absolute() {
-        return Err(fail("paths must be absolute".into()));
+        return Err(unsafe_record("paths must be absolute"));
     }
     Ok(Some(record))
 }
@@ -139,15 +170,12 @@ fn write_record(root: &Path, record: &Record) -> Result<(), LockdownError> {
     let text = format!(
         "# Written by `vibe-shim install lockdown`; removed by `uninstall lockdown`.\n\
          # vibe-shim, run as runc, execs `real`. Do not edit.\n{}",
-        toml::to_string(record).map_err(|e| LockdownError::Record {
-            path: path.display().to_string(),
-            message: e.to_string(),
+        toml::to_string(record).map_err(|source| LockdownError::RecordWrite {
+            path: path.clone(),
+            source,
         })?
     );
-    let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, text).map_err(io(&tmp))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))
+    vibe_hooks::fsio::write_atomic(&path, text.as_bytes(), 0o644).map_err(io(&path))
 }
 
 fn remove_record(root: &Path) -> Result<(), LockdownError> {
@@ -196,85 +224,42 @@ fn inside(root: &Path, path: &Path) -> PathBuf {
     }
 }
 
-/// Command-line options of both verbs.
+/// The options of both verbs (cli/install.rs reads them from argv; every
+/// path is absolute, as seen inside `root`).
 #[derive(Debug, Clone)]
-struct Options {
-    root: PathBuf,
-    mode: Option<Mode>,
-    shim: Option<PathBuf>,
-    runc: Option<PathBuf>,
-    path_dir: PathBuf,
-    engine_path: String,
+pub struct Options {
+    pub root: PathBuf,
+    /// `None`: divert when dpkg owns a runc here, else path.
+    pub mode: Option<Mode>,
+    /// The vibe-shim the `runc` link names [default: this binary].
+    pub shim: Option<PathBuf>,
+    /// The packaged runc to divert [default: the one dpkg owns].
+    pub runc: Option<PathBuf>,
+    pub path_dir: PathBuf,
+    pub engine_path: String,
 }
 
-const USAGE: &str =
-    "usage: vibe-shim install|uninstall lockdown [--root DIR] [--mode divert|path] \
-[--shim PATH] [--runc PATH] [--path-dir DIR] [--engine-path PATH]";
-
-fn parse(args: &[OsString]) -> Result<Options, LockdownError> {
-    let mut o = Options {
-        root: PathBuf::from("/"),
-        mode: None,
-        shim: None,
-        runc: None,
-        path_dir: PathBuf::from(PATH_DIR),
-        engine_path: ENGINE_PATH.to_string(),
-    };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let arg = arg.to_str().unwrap_or("");
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (arg, None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next().and_then(|v| v.to_str()).map(String::from))
-                .ok_or_else(|| LockdownError::Usage(format!("{name} needs a value; {USAGE}")))
-        };
-        let absolute = |v: String| {
-            let p = PathBuf::from(&v);
-            match p.is_absolute() {
-                true => Ok(p),
-                false => Err(LockdownError::Usage(format!(
-                    "{name}: {v} must be absolute"
-                ))),
-            }
-        };
-        match name {
-            "--root" => o.root = absolute(value()?)?,
-            "--shim" => o.shim = Some(absolute(value()?)?),
-            "--runc" => o.runc = Some(absolute(value()?)?),
-            "--path-dir" => o.path_dir = absolute(value()?)?,
-            "--engine-path" => o.engine_path = value()?,
-            "--mode" => {
-                o.mode = Some(match value()?.as_str() {
-                    "divert" => Mode::Divert,
-                    "path" => Mode::Path,
-                    other => {
-                        return Err(LockdownError::Usage(format!(
-                            "--mode {other}: expected divert or path"
-                        )))
-                    }
-                })
-            }
-            _ => {
-                return Err(LockdownError::Usage(format!(
-                    "unknown argument {arg:?}; {USAGE}"
-                )))
-            }
+#[cfg(test)]
+impl Options {
+    /// The defaults, for the root at `root`.
+    pub fn new(root: PathBuf) -> Options {
+        Options {
+            root,
+            mode: None,
+            shim: None,
+            runc: None,
+            path_dir: PathBuf::from(PATH_DIR),
+            engine_path: ENGINE_PATH.to_string(),
         }
     }
-    Ok(o)
 }
 
 fn dpkg_divert(o: &Options, args: &[&str]) -> Result<String, LockdownError> {
     let mut cmd = Command::new("dpkg-divert");
     cmd.arg("--root").arg(&o.root).args(args);
-    let out = cmd.output().map_err(|e| LockdownError::Command {
-        command: "dpkg-divert".into(),
-        message: e.to_string(),
+    let out = cmd.output().map_err(|source| LockdownError::Spawn {
+        command: "dpkg-divert",
+        source,
     })?;
     if !out.status.success() {
         return Err(LockdownError::Command {
@@ -502,13 +487,12 @@ fn diversion(o: &Options, runc: &Path) -> Result<Option<(String, PathBuf)>, Lock
     Ok(Some((package, PathBuf::from(target))))
 }
 
-pub fn install(args: &[OsString]) -> Result<String, LockdownError> {
-    let o = parse(args)?;
-    let shim = shim_path(&o)?;
-    let (mode, runc) = choose_mode(&o)?;
+pub fn install(o: &Options) -> Result<String, LockdownError> {
+    let shim = shim_path(o)?;
+    let (mode, runc) = choose_mode(o)?;
     match (mode, runc) {
-        (Mode::Divert, Some(runc)) => install_divert(&o, &shim, &runc),
-        _ => install_path(&o, &shim),
+        (Mode::Divert, Some(runc)) => install_divert(o, &shim, &runc),
+        _ => install_path(o, &shim),
     }
 }
 
@@ -685,8 +669,7 @@ fn install_path(o: &Options, shim: &Path) -> Result<String, LockdownError> {
     ))
 }
 
-pub fn uninstall(args: &[OsString]) -> Result<String, LockdownError> {
-    let o = parse(args)?;
+pub fn uninstall(o: &Options) -> Result<String, LockdownError> {
     let record = read_record(&o.root)?;
     let mut said = Vec::new();
     // Path mode: the link named by the record or --path-dir.
@@ -717,7 +700,7 @@ pub fn uninstall(args: &[OsString]) -> Result<String, LockdownError> {
         };
         for runc in runcs {
             let mode = record.as_ref().and_then(|r| r.real_mode);
-            if let Some(line) = uninstall_divert(&o, &runc, &shim, mode)? {
+            if let Some(line) = uninstall_divert(o, &runc, &shim, mode)? {
                 said.push(line);
             }
         }
@@ -787,22 +770,6 @@ mod tests {
     use super::*;
     use std::fs;
 
-    fn args(a: &[&str]) -> Vec<OsString> {
-        a.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn options_parse_and_refuse_relative_paths() {
-        let o = parse(&args(&["--root", "/r", "--mode=path", "--path-dir", "/d"])).unwrap();
-        assert_eq!(o.root, Path::new("/r"));
-        assert_eq!(o.mode, Some(Mode::Path));
-        assert_eq!(o.path_dir, Path::new("/d"));
-        assert!(parse(&args(&["--root", "r"])).is_err());
-        assert!(parse(&args(&["--mode", "x"])).is_err());
-        assert!(parse(&args(&["--bogus"])).is_err());
-        assert!(parse(&args(&["--root"])).is_err());
-    }
-
     fn exe(path: &Path, body: &str) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, body).unwrap();
@@ -814,7 +781,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let r = root.path();
         exe(&r.join("usr/sbin/runc"), "real");
-        let mut o = parse(&args(&["--root", r.to_str().unwrap()])).unwrap();
+        let mut o = Options::new(r.to_path_buf());
         let shim = Path::new("/usr/local/bin/vibe-shim");
         let sh = |o: &Options| shadows(o, &o.engine_path, Path::new("/usr/sbin/runc"), shim);
         assert!(sh(&o).is_empty());

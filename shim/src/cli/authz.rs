@@ -34,8 +34,8 @@ use vibe_policy::authz::{decide, Cx, Decision, Gate, RULE_REQUEST};
 use vibe_policy::{Denial, Policy};
 
 use crate::host::RealHost;
+use crate::install::lockdown;
 use crate::policy_file;
-use crate::verbs::lockdown;
 
 pub const DEFAULT_SOCKET: &str = "/run/docker/plugins/vibe-shim.sock";
 /// A plugin request: a body dockerd shows is < 1 MiB, base64 makes 4/3 of
@@ -44,10 +44,42 @@ const MAX_REQUEST: usize = 4 << 20;
 const MAX_CONNECTIONS: usize = 32;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Exit codes, for `--help` and the unit file.
+const EXIT_CODES: &str = "Exit codes:\n  0  never while serving (it serves until killed)\n  1  a usage error, a bad policy, or the socket or the runtime could not be set up";
+
+/// `vibe-shim authz`: the plugin's options.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "authz",
+    bin_name = "vibe-shim authz",
+    about = "Serve the Docker authorization plugin (vibe-shim-authz.service)",
+    args_override_self = true,
+    after_help = EXIT_CODES
+)]
+pub struct AuthzArgs {
+    /// The policy [default: the global --config, else /etc/vibe-shim/config.toml]
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// The plugin socket dockerd finds by the plugin's name
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// A runtime name that leads to vibe-shim on this host (repeatable)
+    /// [default: vibe-shim]
+    #[arg(long = "runtime", value_name = "NAME", action = clap::ArgAction::Append)]
+    runtimes: Vec<String>,
+    /// What dockerd runs when a client names no runtime [default: runc]
+    #[arg(long, value_name = "NAME")]
+    default_runtime: Option<String>,
+    /// Let through the binds dockerd may create (`-v` host paths)
+    #[arg(long)]
+    allow_bind_create: bool,
+    /// Let through a client's cgroup parent
+    #[arg(long)]
+    allow_cgroup_parent: bool,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AuthzError {
-    #[error("usage: vibe-shim authz [--config PATH] [--socket PATH] [--runtime NAME]... [--default-runtime NAME] [--allow-bind-create] [--allow-cgroup-parent]: {0}")]
-    Usage(String),
     #[error("{0}")]
     Policy(#[from] policy_file::PolicyFileError),
     #[error("socket {path}: {source}")]
@@ -65,51 +97,32 @@ struct Options {
     gate: Gate,
 }
 
-fn parse_args(config: &Path, args: &[OsString]) -> Result<Options, AuthzError> {
-    let mut opts = Options {
-        config: config.to_path_buf(),
-        socket: PathBuf::from(DEFAULT_SOCKET),
-        gate: Gate::default(),
-    };
-    let mut runtimes = Vec::new();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let arg = arg
-            .to_str()
-            .ok_or_else(|| AuthzError::Usage("argument is not UTF-8".into()))?;
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg, None),
-        };
-        let mut value = || -> Result<String, AuthzError> {
-            match inline.clone() {
-                Some(v) => Ok(v),
-                None => it
-                    .next()
-                    .and_then(|v| v.to_str())
-                    .map(str::to_string)
-                    .ok_or_else(|| AuthzError::Usage(format!("{flag} needs a value"))),
-            }
-        };
-        match flag {
-            "--config" => opts.config = PathBuf::from(value()?),
-            "--socket" => opts.socket = PathBuf::from(value()?),
-            "--runtime" => runtimes.push(value()?),
-            "--default-runtime" => opts.gate.default_runtime = value()?,
-            "--allow-bind-create" if inline.is_none() => opts.gate.allow_bind_create = true,
-            "--allow-cgroup-parent" if inline.is_none() => opts.gate.allow_cgroup_parent = true,
-            other => return Err(AuthzError::Usage(format!("unknown argument {other}"))),
-        }
+/// The options from the verb's arguments; `config` is the global
+/// `--config` (or the default), which the verb's own overrides.
+fn options(config: &Path, args: AuthzArgs) -> Options {
+    let mut gate = Gate::default();
+    if !args.runtimes.is_empty() {
+        gate.runtimes = args.runtimes;
     }
-    if !runtimes.is_empty() {
-        opts.gate.runtimes = runtimes;
+    if let Some(default_runtime) = args.default_runtime {
+        gate.default_runtime = default_runtime;
     }
-    Ok(opts)
+    gate.allow_bind_create = args.allow_bind_create;
+    gate.allow_cgroup_parent = args.allow_cgroup_parent;
+    Options {
+        config: args.config.unwrap_or_else(|| config.to_path_buf()),
+        socket: args.socket,
+        gate,
+    }
 }
 
 /// `vibe-shim authz …`: serves until killed. Returns the exit code.
 pub fn run(config: &Path, args: &[OsString]) -> i32 {
-    match serve(config, args) {
+    let args = match super::parse::<AuthzArgs>("authz", args, 1) {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
+    match serve(options(config, args)) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("vibe-shim: authz: {e}");
@@ -118,8 +131,7 @@ pub fn run(config: &Path, args: &[OsString]) -> i32 {
     }
 }
 
-fn serve(config: &Path, args: &[OsString]) -> Result<(), AuthzError> {
-    let opts = parse_args(config, args)?;
+fn serve(opts: Options) -> Result<(), AuthzError> {
     let policy = policy_file::load(&opts.config)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
@@ -643,29 +655,36 @@ mod tests {
         assert!(err.contains("no lockdown record"), "{err}");
     }
 
+    fn parse_args(config: &Path, args: &[&str]) -> Result<Options, clap::Error> {
+        use clap::Parser;
+        let argv = std::iter::once("authz").chain(args.iter().copied());
+        AuthzArgs::try_parse_from(argv).map(|a| options(config, a))
+    }
+
     #[test]
     fn args() {
-        let args: Vec<OsString> = ["--socket=/s", "--runtime", "a", "--runtime", "b"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        let o = parse_args(Path::new("/c"), &args).unwrap();
+        let c = Path::new("/c");
+        let o = parse_args(c, &["--socket=/s", "--runtime", "a", "--runtime", "b"]).unwrap();
         assert_eq!(o.socket, PathBuf::from("/s"));
+        assert_eq!(o.config, PathBuf::from("/c"));
         assert_eq!(o.gate.runtimes, ["a", "b"]);
         assert_eq!(o.gate.default_runtime, "runc");
         assert!(!o.gate.allow_bind_create);
-        assert!(parse_args(Path::new("/c"), &[OsString::from("--nope")]).is_err());
-        let o = parse_args(Path::new("/c"), &[OsString::from("--allow-bind-create")]).unwrap();
+        let o = parse_args(c, &[]).unwrap();
+        assert_eq!(o.gate.runtimes, ["vibe-shim"]);
+        assert_eq!(o.socket, PathBuf::from(DEFAULT_SOCKET));
+        let o = parse_args(c, &["--config", "/p", "--default-runtime=crun"]).unwrap();
+        assert_eq!(o.config, PathBuf::from("/p"));
+        assert_eq!(o.gate.default_runtime, "crun");
+        assert!(parse_args(c, &["--nope"]).is_err());
+        assert!(parse_args(c, &["--socket"]).is_err());
+        let o = parse_args(c, &["--allow-bind-create"]).unwrap();
         assert!(o.gate.allow_bind_create);
         // A switch, not a flag with a value.
-        assert!(parse_args(Path::new("/c"), &[OsString::from("--allow-bind-create=no")]).is_err());
+        assert!(parse_args(c, &["--allow-bind-create=no"]).is_err());
         assert!(!o.gate.allow_cgroup_parent);
-        let o = parse_args(Path::new("/c"), &[OsString::from("--allow-cgroup-parent")]).unwrap();
+        let o = parse_args(c, &["--allow-cgroup-parent"]).unwrap();
         assert!(o.gate.allow_cgroup_parent);
-        assert!(parse_args(
-            Path::new("/c"),
-            &[OsString::from("--allow-cgroup-parent=1")]
-        )
-        .is_err());
+        assert!(parse_args(c, &["--allow-cgroup-parent=1"]).is_err());
     }
 }

@@ -1,5 +1,5 @@
 //! `vibe-shim policy check|explain`: inspect the policy without running
-//! anything. Exit 0 when valid/allowed, 1 otherwise.
+//! anything.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -8,40 +8,83 @@ use std::path::{Path, PathBuf};
 use vibe_policy::config_merge::Origin;
 use vibe_policy::{enforce_create, CreateContext, Policy, Rewrite};
 
-use super::create::{anchor_relative_paths, read_spec};
-use crate::args::{first_positional, flag_value, scan_verb, POLICY_FLAGS};
 use crate::host::RealHost;
+use crate::verbs::create::{anchor_relative_paths, read_spec};
 use crate::{policy_file, runtime};
+
+/// Exit codes, for `--help` and the scripts that check a policy.
+const EXIT_CODES: &str = "Exit codes:\n  0  the policy is valid (check) or the bundle would be allowed (explain)\n  1  it is not, the policy or the bundle cannot be read, or a usage error";
+
+/// `vibe-shim policy`: which policy, and what to do with it.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "policy",
+    bin_name = "vibe-shim policy",
+    about = "Check the policy, or explain what it does to a bundle, without running anything",
+    args_override_self = true,
+    after_help = EXIT_CODES
+)]
+pub struct PolicyArgs {
+    /// The policy [default: the global --config, else /etc/vibe-shim/config.toml]
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: PolicyCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum PolicyCommand {
+    /// Validate the policy and its drop-ins; print the effective policy,
+    /// what each drop-in set, and any warning
+    Check,
+    /// Judge a bundle's config.json as create would; print each change and
+    /// the verdict (the bundle is not changed)
+    Explain {
+        /// The OCI bundle
+        #[arg(short = 'b', long, value_name = "DIR")]
+        bundle: PathBuf,
+    },
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyCmdError {
-    #[error("usage: vibe-shim policy check [--config PATH] | policy explain --bundle DIR [--config PATH]")]
-    Usage,
     #[error("config: {0}")]
     Config(#[from] policy_file::PolicyFileError),
     #[error("bundle: {0}")]
-    Bundle(#[from] super::create::CreateError),
+    Bundle(#[from] crate::verbs::create::CreateError),
     #[error("cannot print the policy: {0}")]
     Print(#[from] serde_json::Error),
 }
 
-/// Runs `policy <args>`; returns the text to print and whether it passed.
-pub fn run(global_config: &Path, args: &[OsString]) -> Result<(String, bool), PolicyCmdError> {
-    let items = scan_verb(args, POLICY_FLAGS, false);
-    let config = flag_value(&items, "config")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| global_config.to_path_buf());
-    let sub = first_positional(&items)
-        .and_then(|s| s.to_str())
-        .unwrap_or("");
-    let (policy, origins) = policy_file::load_explained(&config)?;
-    match sub {
-        "check" => check(&config, &policy, &origins),
-        "explain" => {
-            let bundle = flag_value(&items, "bundle").ok_or(PolicyCmdError::Usage)?;
-            explain(&config, &policy, Path::new(bundle))
+/// Runs `policy <args>`: prints the report; the exit code says whether it
+/// passed. `global_config` is the global `--config` (or the default).
+pub fn run(global_config: &Path, args: &[OsString]) -> i32 {
+    let args = match super::parse::<PolicyArgs>("policy", args, 1) {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
+    match report(global_config, args) {
+        Ok((text, ok)) => {
+            print!("{text}");
+            match ok {
+                true => 0,
+                false => 1,
+            }
         }
-        _ => Err(PolicyCmdError::Usage),
+        Err(e) => {
+            eprintln!("vibe-shim: {e}");
+            1
+        }
+    }
+}
+
+/// The text to print and whether it passed.
+fn report(global_config: &Path, args: PolicyArgs) -> Result<(String, bool), PolicyCmdError> {
+    let config = args.config.unwrap_or_else(|| global_config.to_path_buf());
+    let (policy, origins) = policy_file::load_explained(&config)?;
+    match args.command {
+        PolicyCommand::Check => check(&config, &policy, &origins),
+        PolicyCommand::Explain { bundle } => explain(&config, &policy, &bundle),
     }
 }
 
@@ -175,6 +218,34 @@ fn explain(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parsed(args: &[&str]) -> Result<PolicyArgs, clap::Error> {
+        use clap::Parser;
+        PolicyArgs::try_parse_from(std::iter::once("policy").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn options_as_scripts_and_the_man_page_spell_them() {
+        let a = parsed(&["check", "--config", "/c.toml"]).unwrap();
+        assert_eq!(a.config, Some(PathBuf::from("/c.toml")));
+        assert!(matches!(a.command, PolicyCommand::Check));
+        let a = parsed(&["--config=/c.toml", "check"]).unwrap();
+        assert_eq!(a.config, Some(PathBuf::from("/c.toml")));
+        let a = parsed(&["explain", "--bundle", "/b", "--config", "/c.toml"]).unwrap();
+        assert!(
+            matches!(a.command, PolicyCommand::Explain { ref bundle } if bundle == Path::new("/b"))
+        );
+        assert!(matches!(
+            parsed(&["explain", "-b", "/b"]).unwrap().command,
+            PolicyCommand::Explain { .. }
+        ));
+        assert!(parsed(&["explain"]).is_err());
+        assert!(parsed(&[]).is_err());
+        assert!(parsed(&["bogus"]).is_err());
+        // The global --config is the fallback.
+        let err = report(Path::new("/nonexistent.toml"), parsed(&["check"]).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent.toml"), "{err}");
+    }
 
     #[test]
     fn shared_uid_is_warned_about() {

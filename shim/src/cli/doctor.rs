@@ -1,6 +1,6 @@
 //! `vibe-shim doctor [-H DOCKER_HOST] [--image IMAGE] [--worktree DIR]`:
-//! tries each door issue 10 lists (a runtime other than vibe-shim, no
-//! `--runtime`, `docker cp` through a bind, a bind source that does not
+//! tries each door a client has around the runtime (a runtime other than
+//! vibe-shim, no `--runtime`, `docker cp` through a bind, a bind source that does not
 //! exist, a privileged run), and with `--worktree` a `-v` source swapped
 //! for a symlink between create and start, with a canary container; judges
 //! each from inside the container (or by host evidence), prints one row per door and exits
@@ -29,8 +29,34 @@ if touch /.vibe-shim-doctor 2>/dev/null; then echo root=rw; rm -f /.vibe-shim-do
 if [ ! -e /x/shadow ]; then echo shadow=absent; elif cat /x/shadow >/dev/null 2>&1; then echo shadow=read; else echo shadow=denied; fi
 "#;
 
-pub const USAGE: &str =
-    "usage: vibe-shim doctor [-H DOCKER_HOST] [--image IMAGE] [--docker PATH] [--worktree DIR]";
+/// Exit codes, for `--help` and the scripts that run doctor.
+const EXIT_CODES: &str = "Exit codes:\n  0  every door is closed (or does not apply here)\n  1  a door is open or could not be judged, or the engine could not be asked its version\n  2  a usage error";
+
+/// `vibe-shim doctor`: which engine, which image, and where the bind
+/// canary may plant its symlink.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "doctor",
+    bin_name = "vibe-shim doctor",
+    about = "Try each door around vibe-shim with canary containers; one row per door",
+    args_override_self = true,
+    after_help = EXIT_CODES
+)]
+pub struct DoctorArgs {
+    /// The engine, as docker's -H [default: $DOCKER_HOST]
+    #[arg(short = 'H', long = "host", value_name = "DOCKER_HOST")]
+    host: Option<OsString>,
+    /// The canaries' image
+    #[arg(long, value_name = "IMAGE", default_value = "busybox")]
+    image: String,
+    /// The docker CLI to drive
+    #[arg(long, value_name = "PATH", default_value = "docker")]
+    docker: OsString,
+    /// A directory the policy allows as a read-write bind (as an agent's
+    /// worktree is): where the bind-creation canary plants its symlink
+    #[arg(long, value_name = "DIR")]
+    worktree: Option<PathBuf>,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -661,10 +687,10 @@ fn same_mount_ns(whose: &str) -> bool {
 fn lockdown_door() -> (Verdict, String) {
     let mut paths = vec![(
         "the engines' default PATH".to_string(),
-        crate::verbs::lockdown::ENGINE_PATH.to_string(),
+        crate::install::lockdown::ENGINE_PATH.to_string(),
     )];
     paths.extend(
-        crate::verbs::lockdown::engine_paths_here()
+        crate::install::lockdown::engine_paths_here()
             .into_iter()
             .filter(|(whose, _)| same_mount_ns(whose)),
     );
@@ -707,7 +733,7 @@ fn exec_door(path: &std::path::Path) -> (Verdict, String) {
 }
 
 fn real_runc_door() -> (Verdict, String) {
-    match crate::verbs::lockdown::recorded_real_runc() {
+    match crate::install::lockdown::recorded_real_runc() {
         Err(e) => (Verdict::Error, e.to_string()),
         Ok(None) => (
             Verdict::Open,
@@ -833,17 +859,6 @@ fn build_door(d: &mut Docker) -> (Verdict, String) {
     build_verdict(out.ok, &String::from_utf8_lossy(&out.stdout), &out.stderr)
 }
 
-/// What doctor was asked to do.
-#[derive(Debug)]
-struct Options {
-    host: Option<OsString>,
-    image: String,
-    docker: OsString,
-    /// A directory the policy allows as a read-write bind (as an agent's
-    /// worktree is): where the bind-creation canary plants its symlink.
-    worktree: Option<PathBuf>,
-}
-
 /// `docker create -v <worktree>/<canary>/d/new:/y`, then `d` swapped for a
 /// symlink to a directory outside, then `docker start`: does dockerd create
 /// `new` there (its MkdirAll at start follows the symlink)? A container
@@ -924,48 +939,17 @@ pub fn bind_create_verdict(
     }
 }
 
-fn parse_args(args: &[OsString]) -> Result<Options, String> {
-    let mut host = std::env::var_os("DOCKER_HOST");
-    let mut image = "busybox".to_string();
-    let mut docker = OsString::from("docker");
-    let mut worktree = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let a = arg.to_str().ok_or(USAGE)?;
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with('-') => (f, Some(OsString::from(v))),
-            _ => (a, None),
-        };
-        let mut value = || inline.clone().or_else(|| it.next().cloned()).ok_or(USAGE);
-        match flag {
-            "-H" | "--host" => host = Some(value()?),
-            "--image" => image = value()?.into_string().map_err(|_| USAGE)?,
-            "--docker" => docker = value()?,
-            "--worktree" => worktree = Some(PathBuf::from(value()?)),
-            _ => return Err(USAGE.into()),
-        }
-    }
-    Ok(Options {
-        host,
-        image,
-        docker,
-        worktree,
-    })
-}
-
 pub fn run(args: &[OsString]) -> i32 {
-    let Options {
+    let DoctorArgs {
         host,
         image,
         docker: program,
         worktree,
-    } = match parse_args(args) {
+    } = match super::parse::<DoctorArgs>("doctor", args, 2) {
         Ok(parsed) => parsed,
-        Err(e) => {
-            eprintln!("{e}");
-            return 2;
-        }
+        Err(code) => return code,
     };
+    let host = host.or_else(|| std::env::var_os("DOCKER_HOST"));
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -1160,18 +1144,25 @@ mod tests {
         assert!(why.contains("mount namespace"), "{why}");
     }
 
+    fn parse_args(args: &[&str]) -> Result<DoctorArgs, clap::Error> {
+        use clap::Parser;
+        DoctorArgs::try_parse_from(std::iter::once("doctor").chain(args.iter().copied()))
+    }
+
     #[test]
     fn options() {
-        let a = |l: &[&str]| l.iter().map(OsString::from).collect::<Vec<_>>();
-        let o = parse_args(&a(&["-H", "unix:///x.sock", "--image=bb"])).unwrap();
+        let o = parse_args(&["-H", "unix:///x.sock", "--image=bb"]).unwrap();
         assert_eq!(o.host, Some(OsString::from("unix:///x.sock")));
         assert_eq!(o.image, "bb");
         assert_eq!(o.worktree, None);
-        let o = parse_args(&a(&["--worktree", "/srv/wt"])).unwrap();
+        let o = parse_args(&["--host=unix:///y.sock", "--worktree", "/srv/wt"]).unwrap();
+        assert_eq!(o.host, Some(OsString::from("unix:///y.sock")));
         assert_eq!(o.worktree, Some(PathBuf::from("/srv/wt")));
-        assert!(parse_args(&a(&["--nope"])).is_err());
-        assert!(parse_args(&a(&["-H"])).is_err());
+        assert_eq!(o.docker, OsString::from("docker"));
+        assert!(parse_args(&["--nope"]).is_err());
+        assert!(parse_args(&["-H"]).is_err());
     }
+
     #[test]
     fn a_message_quoting_a_canary_name_is_no_refusal() {
         let clash = "docker: Error response from daemon: Conflict. The container name \"/vibe-shim-doctor-1-ab-runc\" is already in use";

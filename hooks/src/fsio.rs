@@ -1,0 +1,143 @@
+//! The one way vibe-shim writes a file it owns: never through a symlink,
+//! never onto a name someone else made, with the mode it asks for whatever
+//! the umask, and (for a replacement) never half-written.
+//!
+//! The lowest crate that does I/O holds it, so the engine configs install
+//! edits, lockdown's record, create's judged spec and egress records all
+//! share one posture.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// How many temp names to try before giving up: a name is taken only by a
+/// crashed run of the same pid or by someone planting it.
+const TEMP_ATTEMPTS: u32 = 16;
+
+/// Creates `path`, which must not exist, with exactly `mode`, and writes
+/// `bytes` to it, synced. O_EXCL|O_NOFOLLOW: never through a symlink and
+/// never over an existing file (a planted name fails instead); O_CLOEXEC:
+/// no child inherits it. A failed write leaves the file behind: it is new,
+/// so no one else's bytes are lost, and the caller names what failed.
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let mut file = create_excl(path, mode)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Replaces (or creates) `path` with `bytes` at `mode`: a temp file in the
+/// same directory (created as [`write_new`] creates), synced, renamed over
+/// `path`, then the directory synced, so a reader sees the old bytes or the
+/// new ones and a crash leaves one of the two. A symlink at `path` is
+/// replaced, never followed.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let dir = parent_dir(path);
+    let (tmp, mut file) = temp_in(dir, path, mode)?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(dir)
+}
+
+/// Makes a rename or an unlink in `dir` durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
+        .open(dir)?
+        .sync_all()
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+fn create_excl(path: &Path, mode: u32) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode & 0o7777)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)?;
+    // The mode asked for, not the one the umask left.
+    file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+    Ok(file)
+}
+
+/// A fresh temp file next to `target`: `.NAME.vibe-shim.PID.N.tmp`.
+fn temp_in(dir: &Path, target: &Path, mode: u32) -> io::Result<(PathBuf, File)> {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut last = None;
+    for _ in 0..TEMP_ATTEMPTS {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.vibe-shim.{}.{n}.tmp", std::process::id()));
+        match create_excl(&tmp, mode) {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no free temp name")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn write_new_refuses_an_existing_name_and_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write_new(&path, b"one", 0o600).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one");
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o7777, 0o600);
+        let err = write_new(&path, b"two", 0o600).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(dir.path().join("target"), &link).unwrap();
+        assert!(write_new(&link, b"x", 0o600).is_err());
+        assert!(!dir.path().join("target").exists());
+    }
+
+    #[test]
+    fn write_atomic_replaces_with_the_mode_asked_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conf");
+        write_atomic(&path, b"old", 0o644).unwrap();
+        write_atomic(&path, b"new", 0o640).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o7777, 0o640);
+        // A symlink at the name is replaced, its target untouched.
+        let target = dir.path().join("target");
+        std::fs::write(&target, "mine").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_atomic(&link, b"ours", 0o600).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "mine");
+        assert!(!std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+        assert!(write_atomic(&dir.path().join("no/such/dir/f"), b"x", 0o600).is_err());
+    }
+}
