@@ -33,8 +33,8 @@ use tokio::sync::Semaphore;
 use vibe_policy::authz::{decide, Cx, Decision, Gate, RULE_REQUEST};
 use vibe_policy::{Denial, Policy};
 
-use crate::host::RealHost;
 use crate::policy_file;
+use crate::sys::host::RealHost;
 use crate::verbs::lockdown;
 
 pub const DEFAULT_SOCKET: &str = "/run/docker/plugins/vibe-shim.sock";

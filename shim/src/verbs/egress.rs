@@ -11,8 +11,8 @@ use vibe_hooks::egress::daemon::{self, Options, DEFAULT_LOG_PATH, DEFAULT_SWEEP_
 use vibe_hooks::egress::records::DEFAULT_RECORDS_DIR;
 use vibe_policy::config::DEFAULT_CONFIG_PATH;
 
-use crate::args::Invocation;
 use crate::policy_file;
+use crate::runc_argv::Invocation;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EgressVerbError {

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use vibe_policy::config_merge::Origin;
 use vibe_policy::{enforce_create, CreateContext, Policy, Rewrite};
 
-use super::create::{anchor_relative_paths, read_spec};
-use crate::args::{first_positional, flag_value, scan_verb, POLICY_FLAGS};
-use crate::host::RealHost;
+use crate::enforce::create::{anchor_relative_paths, read_spec};
+use crate::runc_argv::{first_positional, flag_value, scan_verb, POLICY_FLAGS};
+use crate::sys::host::RealHost;
 use crate::{policy_file, runtime};
 
 #[derive(Debug, thiserror::Error)]
@@ -20,7 +20,7 @@ pub enum PolicyCmdError {
     #[error("config: {0}")]
     Config(#[from] policy_file::PolicyFileError),
     #[error("bundle: {0}")]
-    Bundle(#[from] super::create::CreateError),
+    Bundle(#[from] crate::enforce::create::CreateError),
     #[error("cannot print the policy: {0}")]
     Print(#[from] serde_json::Error),
 }
@@ -145,7 +145,7 @@ fn explain(
         network_hook: None,
         runtime_path,
         bundle: bundle_abs,
-        runc_root: crate::state_dir::runc_root(None),
+        runc_root: crate::sys::state_dir::runc_root(None),
         systemd_cgroup: false,
     };
     let mut out = format!(

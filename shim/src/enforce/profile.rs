@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 
 use vibe_policy::{Denial, Policy};
 
-use crate::args::{classify_verb, first_positional, flag_value};
-use crate::host::RealHost;
-use crate::{policy_file, state_dir};
+use crate::policy_file;
+use crate::runc_argv::{classify_verb, first_positional, flag_value};
+use crate::sys::host::RealHost;
+use crate::sys::state_dir;
 
 /// File in the container's private directory naming the profile's policy.
 const RECORD: &str = "profile";

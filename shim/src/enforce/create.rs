@@ -11,11 +11,11 @@ use serde_json::Value;
 use vibe_policy::{enforce_create, CreateContext, Denial};
 
 use super::{host_paths, lossy, refusal, Ctx, Outcome};
-use crate::args::{
+use crate::runc_argv::{
     first_positional, flag_bool, flag_value, scan_verb, Edits, Item, CREATE_FLAGS, RESTORE_FLAGS,
     RUN_FLAGS,
 };
-use crate::state_dir;
+use crate::sys::state_dir;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
@@ -99,8 +99,8 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
             private_dir(&create).map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
         // Stage bind sources, then write what refers to them; undo both on
         // a failure, since runc never runs then.
-        let written =
-            crate::stage::binds(&ctx.policy, &ctx.host, &create, &mut rewrite).and_then(|()| {
+        let written = crate::sys::stage::binds(&ctx.policy, &ctx.host, &create, &mut rewrite)
+            .and_then(|()| {
                 // Only runc's copy: the engine's, fed back, must not carry it.
                 let mut judged = rewrite.document.clone();
                 add_poststop(&mut judged, release);
@@ -113,7 +113,7 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
                     .map_err(|e| refusal(e.denial("config.json", &spec_path)))
             });
         if let Err(refused) = written {
-            crate::stage::release_quietly(&create.runc_root, &create.container_id);
+            crate::sys::stage::release_quietly(&create.runc_root, &create.container_id);
             let _ = state_dir::remove(&private);
             return Err(refused);
         }
@@ -198,7 +198,7 @@ fn private_dir(create: &CreateContext) -> Result<PathBuf, CreateError> {
         return Err(fail(&dir, reason.into()));
     }
     // Left by a container that was never deleted through vibe-shim.
-    crate::stage::release_quietly(&create.runc_root, &create.container_id);
+    crate::sys::stage::release_quietly(&create.runc_root, &create.container_id);
     state_dir::remove(&dir).map_err(|e| fail(&dir, e.to_string()))?;
     state_dir::ensure_private(&dir).map_err(|e| fail(&dir, e.to_string()))?;
     Ok(dir)
@@ -269,7 +269,7 @@ fn release_hook(config: &Path, runc_root: &Path, id: &str) -> Result<Value, Crea
             "--config",
             config.to_string_lossy(),
             "hook",
-            super::hook::RELEASE_HOOK,
+            crate::verbs::hook::RELEASE_HOOK,
             vibe_hooks::HOOK_RUNC_ROOT_FLAG,
             runc_root.to_string_lossy(),
             id,

@@ -13,7 +13,7 @@ use vibe_policy::Denial;
 
 use super::host_paths::{arg, checkpoint_dir, go_clean};
 use super::{lossy, refusal, Ctx, Outcome};
-use crate::args::{classify_verb, first_positional, flag_bool, flag_value, Edits, Item};
+use crate::runc_argv::{classify_verb, first_positional, flag_bool, flag_value, Edits, Item};
 
 pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
     let items = match classify_verb("checkpoint", args) {
@@ -137,7 +137,7 @@ fn rewrite_last(edits: &mut Edits, items: &[Item], name: &str, path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::CHECKPOINT_FLAGS;
+    use crate::runc_argv::CHECKPOINT_FLAGS;
 
     #[test]
     fn parent_path_stays_below_the_checkpoint_dirs() {

@@ -17,11 +17,11 @@ use serde_json::{json, Value};
 use vibe_policy::{Change, Denial, Refusal};
 
 use super::{lossy, min_private_fd, refusal, Ctx, Outcome};
-use crate::args::{
+use crate::runc_argv::{
     flag_bool, flag_value, flag_values, parse_go_int64, positionals, scan_verb, Item, EXEC_FLAGS,
 };
-use crate::private_file::sealed_memfd;
-use crate::state_dir;
+use crate::sys::memfd::sealed_memfd;
+use crate::sys::state_dir;
 
 /// runc exec flags that only say how to run the process, not what it is;
 /// they are handed on as given (`--pid-file` judged and resolved, see
@@ -372,7 +372,7 @@ pub fn get_process(container: &Value, flags: &ExecFlags) -> Result<Value, ExecEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::classify_verb;
+    use crate::runc_argv::classify_verb;
     use vibe_policy::Policy;
 
     fn os(args: &[&str]) -> Vec<OsString> {
@@ -501,7 +501,7 @@ mod tests {
             runtime: "/usr/sbin/runc".into(),
             root: None,
             systemd_cgroup: false,
-            host: crate::host::RealHost::new(),
+            host: crate::sys::host::RealHost::new(),
         }
     }
 

@@ -127,7 +127,7 @@ impl HostView for RealHost {
     }
 
     fn container_id_in_use(&self, runc_root: &Path, id: &str) -> bool {
-        crate::stage::container_id_in_use(runc_root, id)
+        crate::sys::stage::container_id_in_use(runc_root, id)
     }
 
     fn mount_fs_type(&self, path: &Path) -> Option<String> {

@@ -12,8 +12,8 @@ use vibe_policy::rules::pids;
 use vibe_policy::{enforce_update, Change, Denial, Record, Refusal};
 
 use super::{lossy, refusal, Ctx, Outcome};
-use crate::args::{first_positional, scan_verb, Edits, Item, UPDATE_FLAGS};
-use crate::private_file::sealed_memfd;
+use crate::runc_argv::{first_positional, scan_verb, Edits, Item, UPDATE_FLAGS};
+use crate::sys::memfd::sealed_memfd;
 
 pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
     let items = scan_verb(args, UPDATE_FLAGS, false);
@@ -201,7 +201,7 @@ fn clamp_pids_flags(max: i64, items: &[Item], edits: &mut Edits, rec: &mut Recor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::RealHost;
+    use crate::sys::host::RealHost;
     use vibe_policy::Policy;
 
     fn ctx() -> Ctx {

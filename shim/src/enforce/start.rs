@@ -9,7 +9,7 @@ use std::process::Command;
 use vibe_policy::Denial;
 
 use super::{lossy, Ctx, Outcome};
-use crate::args::{first_positional, scan_verb};
+use crate::runc_argv::{first_positional, scan_verb};
 
 /// runc's state directory when `--root` is not given (as root).
 pub const DEFAULT_ROOT: &str = "/run/runc";
@@ -27,8 +27,8 @@ pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
     let container_id = first_positional(&items)
         .map(|v| lossy(v))
         .unwrap_or_default();
-    crate::stage::release_quietly(
-        &crate::state_dir::runc_root(ctx.root.as_deref()),
+    crate::sys::stage::release_quietly(
+        &crate::sys::state_dir::runc_root(ctx.root.as_deref()),
         &container_id,
     );
     let root = ctx
@@ -45,7 +45,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
             )
         }
     };
-    let runc_root = crate::state_dir::runc_root(ctx.root.as_deref());
+    let runc_root = crate::sys::state_dir::runc_root(ctx.root.as_deref());
     let checked = vibe_hooks::check_before_start(&container_id, pid, &ctx.policy.network)
         .and_then(|()| vibe_hooks::check_egress(&ctx.policy.network, &runc_root, &container_id));
     let result = match checked {
