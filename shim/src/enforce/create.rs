@@ -8,6 +8,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use vibe_policy::runc::bundle::anchor_relative_paths;
 use vibe_policy::{enforce_create, CreateContext, Denial};
 
 use super::{host_paths, lossy, refusal, Ctx, Outcome};
@@ -154,32 +155,6 @@ pub fn read_spec(path: &Path) -> Result<Value, CreateError> {
             source,
         },
     })
-}
-
-/// runc resolves a relative `root.path` and relative bind sources against
-/// its bundle directory. runc gets our private directory as its bundle, so
-/// they are anchored to the engine's bundle first, as runc would have read
-/// them; the rules then judge absolute paths.
-pub fn anchor_relative_paths(spec: &mut Value, bundle: &Path) {
-    let anchor = |value: &mut Value| {
-        if let Some(path) = value.as_str().filter(|p| !p.starts_with('/')) {
-            *value = Value::from(bundle.join(path).to_string_lossy().into_owned());
-        }
-    };
-    if let Some(root) = spec.pointer_mut("/root/path") {
-        anchor(root);
-    }
-    let Some(Value::Array(mounts)) = spec.get_mut("mounts") else {
-        return;
-    };
-    for mount in mounts {
-        let bind = mount.get("type").and_then(Value::as_str) == Some("bind")
-            || vibe_policy::json::str_items(mount.get("options"))
-                .any(|o| o == "bind" || o == "rbind");
-        if let Some(source) = mount.get_mut("source").filter(|_| bind) {
-            anchor(source);
-        }
-    }
 }
 
 /// Makes vibe-shim's root-only directory for this container, empty, and

@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use vibe_policy::config_merge::Origin;
 use vibe_policy::{enforce_create, CreateContext, Policy, Rewrite};
 
-use crate::enforce::create::{anchor_relative_paths, read_spec};
+use crate::enforce::create::read_spec;
 use crate::runc_argv::{first_positional, flag_value, scan_verb, POLICY_FLAGS};
 use crate::sys::host::RealHost;
 use crate::{policy_file, runtime};
+use vibe_policy::runc::bundle::anchor_relative_paths;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyCmdError {
