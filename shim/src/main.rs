@@ -67,7 +67,7 @@ fn run() -> i32 {
             }
             pass_through(&inv, &config_path)
         }
-        Ok(Route::Enforce) => enforce(&inv, &verb, config_path),
+        Ok(Route::Enforce(argv)) => enforce(&inv, &verb, config_path, &argv),
         Err(denial) => fail(&inv, &denial),
     }
 }

@@ -12,10 +12,7 @@ use vibe_policy::runc::bundle::anchor_relative_paths;
 use vibe_policy::{enforce_create, CreateContext, Denial};
 
 use super::{host_paths, lossy, refusal, Ctx, Outcome};
-use crate::runc_argv::{
-    first_positional, flag_bool, flag_value, scan_verb, Edits, Item, CREATE_FLAGS, RESTORE_FLAGS,
-    RUN_FLAGS,
-};
+use crate::runc_argv::{CreateArgs, Edits, Item};
 use crate::sys::state_dir;
 
 #[derive(Debug, thiserror::Error)]
@@ -56,21 +53,10 @@ impl CreateError {
     }
 }
 
-pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
-    let table = match verb {
-        "run" => RUN_FLAGS,
-        "restore" => RESTORE_FLAGS,
-        _ => CREATE_FLAGS,
-    };
-    let items = scan_verb(args, table, false);
-    let container_id = first_positional(&items)
-        .map(|v| lossy(v))
-        .unwrap_or_default();
-    // runc's default bundle is the current directory.
-    let bundle = flag_value(&items, "bundle")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let bundle = std::path::absolute(&bundle).unwrap_or(bundle);
+pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
+    let items = &parsed.items;
+    let container_id = lossy(&parsed.id);
+    let bundle = parsed.bundle.clone();
     let spec_path = bundle.join("config.json");
     let mut spec = match read_spec(&spec_path) {
         Ok(spec) => spec,
@@ -93,7 +79,7 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
         systemd_cgroup: ctx.systemd_cgroup,
     };
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
-        let pid_file = judge_runtime_flags(ctx, &items, &create.bundle)?;
+        let pid_file = judge_runtime_flags(ctx, parsed, &create.bundle)?;
         let release = release_hook(&ctx.config_path, &create.runc_root, &create.container_id)
             .map_err(|e| refusal(e.denial("hooks", Path::new("/proc/self/exe"))))?;
         let private =
@@ -119,7 +105,7 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
             return Err(refused);
         }
         Ok((
-            with_bundle(args, &items, &private, pid_file.as_deref()),
+            with_bundle(args, items, &private, pid_file.as_deref()),
             rewrite.changes,
         ))
     });
@@ -212,10 +198,10 @@ fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// by [`host_paths::pid_file`], whose resolved path runc then gets.
 fn judge_runtime_flags(
     ctx: &Ctx,
-    items: &[Item],
+    parsed: &CreateArgs,
     bundle: &Path,
 ) -> Result<Option<PathBuf>, vibe_policy::Refusal> {
-    if flag_bool(items, "no-pivot") == Some(true) && !ctx.policy.runtime.allow_no_pivot {
+    if parsed.no_pivot && !ctx.policy.runtime.allow_no_pivot {
         return Err(refusal(Denial::new(
             "no_pivot",
             "[runtime] allow_no_pivot",
@@ -223,7 +209,7 @@ fn judge_runtime_flags(
             "--no-pivot makes runc chroot instead of pivot_root: the host's mounts stay beneath the container's root",
         )));
     }
-    match flag_value(items, "pid-file").filter(|v| !v.is_empty()) {
+    match &parsed.pid_file {
         None => Ok(None),
         Some(value) => host_paths::pid_file(value, Some(bundle), &ctx.policy.runtime.pid_file_dirs)
             .map(Some)
@@ -372,6 +358,7 @@ pub fn write_atomically(path: &Path, doc: &Value) -> Result<(), CreateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runc_argv::{scan_verb, CREATE_FLAGS};
     use serde_json::json;
 
     #[test]

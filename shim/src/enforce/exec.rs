@@ -18,9 +18,7 @@ use vibe_policy::runc::process::{get_process, ExecFlags};
 use vibe_policy::{Change, Denial, Refusal};
 
 use super::{lossy, min_private_fd, refusal, Ctx, Outcome};
-use crate::runc_argv::{
-    flag_bool, flag_value, flag_values, parse_go_int64, positionals, scan_verb, Item, EXEC_FLAGS,
-};
+use crate::runc_argv::{ExecArgs, Item};
 use crate::sys::memfd::sealed_memfd;
 use crate::sys::state_dir;
 
@@ -50,14 +48,10 @@ pub enum ExecError {
     CgroupEscape,
 }
 
-pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
-    let items = scan_verb(args, EXEC_FLAGS, true);
-    let container_id = positionals(&items)
-        .first()
-        .map(|v| lossy(v))
-        .unwrap_or_default();
+pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &ExecArgs) -> Outcome {
+    let container_id = lossy(&parsed.id);
     let result = judged_spec(ctx, &container_id)
-        .and_then(|container| rewrite(ctx, args, &items, &container_id, &container));
+        .and_then(|container| rewrite(ctx, args, parsed, &container_id, &container));
     Outcome {
         container_id,
         result,
@@ -109,12 +103,12 @@ fn read_judged_spec(path: &Path) -> Result<Value, ExecError> {
 fn rewrite(
     ctx: &Ctx,
     args: &[OsString],
-    items: &[Item],
+    parsed: &ExecArgs,
     id: &str,
     container: &Value,
 ) -> Result<(Vec<OsString>, Vec<Change>), Refusal> {
-    check_cgroups(items)?;
-    let pid_file = match flag_value(items, "pid-file").filter(|v| !v.is_empty()) {
+    check_cgroups(&parsed.cgroups)?;
+    let pid_file = match &parsed.pid_file {
         Some(value) => {
             let root = state_dir::runc_root(ctx.root.as_deref());
             let bundle = state_dir::container_dir(&root, id)
@@ -125,10 +119,10 @@ fn rewrite(
         }
         None => None,
     };
-    let process = match flag_value(items, "process").filter(|p| !p.is_empty()) {
+    let process = match &parsed.process {
         Some(path) => read_process_file(path)?,
         None => {
-            let flags = exec_flags(items)?;
+            let flags = exec_flags(parsed)?;
             get_process(&container["process"], &flags).map_err(|e| {
                 refusal(Denial::new(
                     "exec",
@@ -143,9 +137,9 @@ fn rewrite(
     let denial = |reason: String| refusal(Denial::new("exec", "--process", "", reason));
     let out = serde_json::to_vec(&rewrite.document)
         .map_err(|e| denial(format!("cannot serialise process: {e}")))?;
-    let min_fd = min_private_fd(flag_value(items, "preserve-fds"));
+    let min_fd = min_private_fd(parsed.preserve_fds.as_ref());
     let path = sealed_memfd(&out, min_fd).map_err(|e| denial(e.to_string()))?;
-    let mut out = runc_args(args, items, &path, id);
+    let mut out = runc_args(args, &parsed.items, &path, id);
     if let Some(pid_file) = pid_file {
         let at = out.len() - 2;
         out.splice(
@@ -191,8 +185,8 @@ fn read_process_file(path: &OsStr) -> Result<Value, Refusal> {
 
 /// `--cgroup [CONTROLLERS:]PATH` (runc joins PATH to the container's
 /// cgroup and checks only a string prefix): no `..`, so it stays below.
-fn check_cgroups(items: &[Item]) -> Result<(), Refusal> {
-    for value in flag_values(items, "cgroup") {
+fn check_cgroups(cgroups: &[OsString]) -> Result<(), Refusal> {
+    for value in cgroups {
         let denial =
             |e: ExecError| refusal(Denial::new("exec", "--cgroup", lossy(value), e.to_string()));
         let text = value.to_str().ok_or_else(|| denial(ExecError::NotUtf8))?;
@@ -212,7 +206,7 @@ fn check_cgroups(items: &[Item]) -> Result<(), Refusal> {
 
 /// The flags `getProcess` reads, from exec's classified argv; a value
 /// that is not UTF-8 is refused (a process JSON cannot carry it).
-fn exec_flags(items: &[Item]) -> Result<ExecFlags, Refusal> {
+fn exec_flags(parsed: &ExecArgs) -> Result<ExecFlags, Refusal> {
     let text = |flag: &str, value: &OsStr| -> Result<String, Refusal> {
         value.to_str().map(str::to_string).ok_or_else(|| {
             refusal(Denial::new(
@@ -223,35 +217,26 @@ fn exec_flags(items: &[Item]) -> Result<ExecFlags, Refusal> {
             ))
         })
     };
-    let last = |flag: &str| -> Result<String, Refusal> {
-        flag_value(items, flag).map_or(Ok(String::new()), |v| text(flag, v))
+    let last = |flag: &str, value: &Option<OsString>| -> Result<String, Refusal> {
+        value
+            .as_deref()
+            .map_or(Ok(String::new()), |v| text(flag, v))
     };
-    let all = |flag: &str| -> Result<Vec<String>, Refusal> {
-        flag_values(items, flag)
-            .into_iter()
-            .map(|v| text(flag, v))
-            .collect()
+    let all = |flag: &str, values: &[OsString]| -> Result<Vec<String>, Refusal> {
+        values.iter().map(|v| text(flag, v)).collect()
     };
-    let args = positionals(items)
-        .into_iter()
-        .skip(1)
-        .map(|v| text("args", v))
-        .collect::<Result<_, _>>()?;
+    let args = all("args", &parsed.command)?;
     Ok(ExecFlags {
         args,
-        cwd: last("cwd")?,
-        apparmor: last("apparmor")?,
-        process_label: last("process-label")?,
-        caps: all("cap")?,
-        env: all("env")?,
-        tty: flag_bool(items, "tty").unwrap_or(false),
-        no_new_privs: flag_bool(items, "no-new-privs"),
-        user: last("user")?,
-        // Classified already: every value parses (strconv.ParseInt base 10).
-        additional_gids: flag_values(items, "additional-gids")
-            .into_iter()
-            .filter_map(|v| parse_go_int64(v))
-            .collect(),
+        cwd: last("cwd", &parsed.cwd)?,
+        apparmor: last("apparmor", &parsed.apparmor)?,
+        process_label: last("process-label", &parsed.process_label)?,
+        caps: all("cap", &parsed.caps)?,
+        env: all("env", &parsed.env)?,
+        tty: parsed.tty,
+        no_new_privs: parsed.no_new_privs,
+        user: last("user", &parsed.user)?,
+        additional_gids: parsed.additional_gids.clone(),
     })
 }
 
@@ -268,7 +253,7 @@ mod tests {
 
     fn flags(args: &[&str]) -> ExecFlags {
         let items = classify_verb("exec", &os(args)).unwrap();
-        exec_flags(&items).unwrap()
+        exec_flags(&ExecArgs::from_items(items)).unwrap()
     }
 
     /// The process of a Docker 20.10 container as judged by the default
@@ -353,10 +338,10 @@ mod tests {
         container: &Value,
     ) -> Result<(Vec<String>, Value), Refusal> {
         let args = os(args);
-        let items = classify_verb("exec", &args).unwrap();
-        let id = positionals(&items)[0].to_str().unwrap().to_string();
+        let parsed = ExecArgs::from_items(classify_verb("exec", &args).unwrap());
+        let id = parsed.id.to_str().unwrap().to_string();
         let spec = json!({ "process": container });
-        let (out, _) = rewrite(&ctx(policy), &args, &items, &id, &spec)?;
+        let (out, _) = rewrite(&ctx(policy), &args, &parsed, &id, &spec)?;
         let out: Vec<String> = out.iter().map(|a| lossy(a)).collect();
         let process = serde_json::from_slice(&std::fs::read(&out[1]).unwrap()).unwrap();
         Ok((out, process))

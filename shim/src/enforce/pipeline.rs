@@ -2,7 +2,7 @@
 //! the verb's action, write the audit line, and exec runc with what was
 //! judged; and the pass-through path, which execs runc untouched.
 
-use std::ffi::{CString, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -10,7 +10,7 @@ use vibe_policy::Denial;
 
 use super::{fail, Ctx, Outcome};
 use crate::audit::{self, AuditRecord};
-use crate::runc_argv::{self as args, argv_denial, Invocation};
+use crate::runc_argv::{self as args, argv_denial, Enforced, Invocation};
 use crate::sys::host::RealHost;
 use crate::{policy_file, runtime, verbs};
 
@@ -58,7 +58,7 @@ fn runtime_hint(configured: &Option<PathBuf>) -> String {
         .unwrap_or_else(|| "runc in PATH".into())
 }
 
-pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
+pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf, argv: &Enforced) -> i32 {
     let policy = match policy_file::load(&config_path) {
         Ok(policy) => policy,
         Err(e) => {
@@ -81,13 +81,7 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
             );
         }
     };
-    let chosen = match super::profile::choose(
-        verb,
-        inv.verb_args(),
-        inv.root.as_deref(),
-        config_path,
-        policy,
-    ) {
+    let chosen = match super::profile::choose(argv, inv.root.as_deref(), config_path, policy) {
         Ok(chosen) => chosen,
         Err(e) => return fail(inv, &e.denial()),
     };
@@ -102,13 +96,15 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
         host: RealHost::new(),
     };
     let args = inv.verb_args();
-    let outcome: Outcome = match verb {
-        "restore" if !ctx.policy.runtime.allow_restore => restore_refused(args),
-        "exec" => super::exec::prepare(&ctx, args),
-        "update" => super::update::prepare(&ctx, args),
-        "start" => super::start::prepare(&ctx, args),
-        "checkpoint" => super::checkpoint::prepare(&ctx, args),
-        _ => super::create::prepare(&ctx, verb, args),
+    let outcome: Outcome = match argv {
+        Enforced::Create(_) if verb == "restore" && !ctx.policy.runtime.allow_restore => {
+            restore_refused(argv.id())
+        }
+        Enforced::Create(parsed) => super::create::prepare(&ctx, args, parsed),
+        Enforced::Exec(parsed) => super::exec::prepare(&ctx, args, parsed),
+        Enforced::Update(parsed) => super::update::prepare(&ctx, args, parsed),
+        Enforced::Start(parsed) => super::start::prepare(&ctx, args, parsed),
+        Enforced::Checkpoint(parsed) => super::checkpoint::prepare(&ctx, args, parsed),
     };
     let mut record = AuditRecord::new(&outcome.container_id, verb, &ctx.config_path);
     match &outcome.result {
@@ -168,15 +164,9 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf) -> i32 {
 
 /// `restore` without `[runtime] allow_restore`: the restored process takes
 /// its credentials, capabilities and seccomp from the checkpoint image.
-fn restore_refused(args: &[OsString]) -> Outcome {
-    let id = args::classify_verb("restore", args)
-        .ok()
-        .and_then(|items| {
-            args::first_positional(&items).map(|id| id.to_string_lossy().into_owned())
-        })
-        .unwrap_or_default();
+fn restore_refused(id: &OsStr) -> Outcome {
     Outcome::refused(
-        id,
+        id.to_string_lossy().into_owned(),
         Denial::new(
             "restore",
             "[runtime] allow_restore",

@@ -7,13 +7,12 @@
 //! (the start check reads the network table of the policy it was made
 //! under). No profile: the main policy, as before.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use vibe_policy::{Denial, Policy};
 
 use crate::policy_file;
-use crate::runc_argv::{classify_verb, first_positional, flag_value};
+use crate::runc_argv::Enforced;
 use crate::sys::host::RealHost;
 use crate::sys::state_dir;
 
@@ -55,12 +54,11 @@ pub struct Chosen {
     pub profile: Option<String>,
 }
 
-/// Picks the policy for `verb`: a profile selected by the bundle (create,
-/// run, restore), the one recorded at create (start, exec, update), or
-/// the main policy.
+/// Picks the policy for an enforced verb: a profile selected by the
+/// bundle (create, run, restore), the one recorded at create (start, exec,
+/// update), or the main policy.
 pub fn choose(
-    verb: &str,
-    args: &[OsString],
+    argv: &Enforced,
     runc_root: Option<&std::ffi::OsStr>,
     config_path: PathBuf,
     policy: Policy,
@@ -70,21 +68,14 @@ pub fn choose(
         policy,
         profile: None,
     };
-    let Ok(items) = classify_verb(verb, args) else {
-        return Ok(main(config_path, policy));
-    };
-    match verb {
-        "create" | "run" | "restore" => {
+    match argv {
+        Enforced::Create(create) => {
             if policy.profiles.is_empty() {
                 return Ok(main(config_path, policy));
             }
-            // runc's default bundle is the current directory.
-            let bundle = flag_value(&items, "bundle")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("."));
-            let bundle = std::path::absolute(&bundle).unwrap_or(bundle);
             let selected =
-                vibe_policy::profiles::select(&policy.profiles, &bundle, &RealHost::new()).cloned();
+                vibe_policy::profiles::select(&policy.profiles, &create.bundle, &RealHost::new())
+                    .cloned();
             match selected {
                 None => Ok(main(config_path, policy)),
                 Some(p) => {
@@ -93,8 +84,8 @@ pub fn choose(
                 }
             }
         }
-        "start" | "exec" | "update" => {
-            let Some(id) = first_positional(&items).and_then(|id| id.to_str()) else {
+        Enforced::Start(_) | Enforced::Exec(_) | Enforced::Update(_) => {
+            let Some(id) = argv.id().to_str() else {
                 return Ok(main(config_path, policy));
             };
             let root = state_dir::runc_root(runc_root);
@@ -106,7 +97,7 @@ pub fn choose(
                 Some((name, path)) => load(&name, path),
             }
         }
-        _ => Ok(main(config_path, policy)),
+        Enforced::Checkpoint(_) => Ok(main(config_path, policy)),
     }
 }
 
@@ -204,13 +195,13 @@ mod tests {
 
     #[test]
     fn no_profiles_keeps_the_main_policy() {
-        let args: Vec<OsString> = ["--bundle", "/x", "c1"]
+        let args: Vec<std::ffi::OsString> = ["--bundle", "/x", "c1"]
             .iter()
-            .map(OsString::from)
+            .map(std::ffi::OsString::from)
             .collect();
+        let items = crate::runc_argv::classify_verb("create", &args).unwrap();
         let chosen = choose(
-            "create",
-            &args,
+            &Enforced::from_items("create", items),
             None,
             "/etc/vibe-shim/config.toml".into(),
             Policy::default(),

@@ -9,7 +9,7 @@ use std::process::Command;
 use vibe_policy::Denial;
 
 use super::{lossy, Ctx, Outcome};
-use crate::runc_argv::{first_positional, scan_verb};
+use crate::runc_argv::StartArgs;
 
 /// runc's state directory when `--root` is not given (as root).
 pub const DEFAULT_ROOT: &str = "/run/runc";
@@ -22,11 +22,8 @@ pub enum StartError {
     NoPid { state: String, runc: String },
 }
 
-pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
-    let items = scan_verb(args, &[], false);
-    let container_id = first_positional(&items)
-        .map(|v| lossy(v))
-        .unwrap_or_default();
+pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &StartArgs) -> Outcome {
+    let container_id = lossy(&parsed.id);
     crate::sys::stage::release_quietly(
         &crate::sys::state_dir::runc_root(ctx.root.as_deref()),
         &container_id,

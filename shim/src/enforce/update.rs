@@ -11,15 +11,12 @@ use vibe_policy::runc::update::{clamp_pids_flag, judge_resource_flags, FlagEdit,
 use vibe_policy::{enforce_update, Change, Denial, Record, Refusal};
 
 use super::{lossy, refusal, Ctx, Outcome};
-use crate::runc_argv::{first_positional, scan_verb, Edits, Item, UPDATE_FLAGS};
+use crate::runc_argv::{Edits, Item, UpdateArgs};
 use crate::sys::memfd::sealed_memfd;
 
-pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
-    let items = scan_verb(args, UPDATE_FLAGS, false);
-    let container_id = first_positional(&items)
-        .map(|v| lossy(v))
-        .unwrap_or_default();
-    let result = rewrite(ctx, args, &items, &mut std::io::stdin().lock());
+pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &UpdateArgs) -> Outcome {
+    let container_id = lossy(&parsed.id);
+    let result = rewrite(ctx, args, &parsed.items, &mut std::io::stdin().lock());
     Outcome {
         container_id,
         result,
@@ -136,6 +133,7 @@ fn clamp_pids_flags(max: i64, items: &[Item], edits: &mut Edits, rec: &mut Recor
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runc_argv::{scan_verb, UPDATE_FLAGS};
     use crate::sys::host::RealHost;
     use serde_json::json;
     use vibe_policy::Policy;

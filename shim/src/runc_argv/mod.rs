@@ -41,18 +41,18 @@ mod update;
 
 use std::ffi::{OsStr, OsString};
 
-pub use checkpoint::CHECKPOINT_FLAGS;
-pub use create::CREATE_FLAGS;
+pub use checkpoint::{CheckpointArgs, CHECKPOINT_FLAGS};
+pub use create::{CreateArgs, CREATE_FLAGS};
 pub use delete::DELETE_FLAGS;
-pub use exec::EXEC_FLAGS;
+pub use exec::{ExecArgs, EXEC_FLAGS};
 pub use globals::{scan_globals, Invocation};
 pub use go_flag::{parse_go_int64, FlagDef};
 pub use items::{first_positional, flag_bool, flag_value, flag_values, positionals, Edits, Item};
 pub use restore::RESTORE_FLAGS;
-pub use route::{argv_denial, check_argv, Route};
+pub use route::{argv_denial, check_argv, Enforced, Route};
 pub use run::RUN_FLAGS;
-pub use start::START_FLAGS;
-pub use update::UPDATE_FLAGS;
+pub use start::{StartArgs, START_FLAGS};
+pub use update::{UpdateArgs, UPDATE_FLAGS};
 
 use go_flag::{go_parse, lookup, split_flag, value};
 use reorder::{reorder, Reorder};

@@ -1,18 +1,60 @@
 //! Where a command line goes: judged, passed through, or refused, decided
 //! from argv as runc will read it.
 
+use std::ffi::OsStr;
+
 use vibe_policy::Denial;
 
+use super::checkpoint::CheckpointArgs;
+use super::create::CreateArgs;
+use super::exec::ExecArgs;
+use super::start::StartArgs;
+use super::update::UpdateArgs;
 use super::{
-    classify_verb, flag_bool, flag_value, positionals, Invocation, ENFORCED_VERBS,
-    PASS_THROUGH_VERBS,
+    classify_verb, flag_bool, positionals, Invocation, Item, ENFORCED_VERBS, PASS_THROUGH_VERBS,
 };
 
 /// Where a command line goes once its argv is classified.
 #[derive(Debug, PartialEq)]
 pub enum Route {
     PassThrough,
-    Enforce,
+    /// An enforced verb, its arguments read once.
+    Enforce(Enforced),
+}
+
+/// An enforced verb's arguments as runc reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Enforced {
+    /// `create`, `run` or `restore`.
+    Create(CreateArgs),
+    Exec(Box<ExecArgs>),
+    Update(UpdateArgs),
+    Start(StartArgs),
+    Checkpoint(CheckpointArgs),
+}
+
+impl Enforced {
+    /// `items` are `verb`'s arguments as [`classify_verb`] read them.
+    pub fn from_items(verb: &str, items: Vec<Item>) -> Enforced {
+        match verb {
+            "exec" => Enforced::Exec(Box::new(ExecArgs::from_items(items))),
+            "update" => Enforced::Update(UpdateArgs::from_items(items)),
+            "start" => Enforced::Start(StartArgs::from_items(&items)),
+            "checkpoint" => Enforced::Checkpoint(CheckpointArgs::from_items(items)),
+            _ => Enforced::Create(CreateArgs::from_items(items)),
+        }
+    }
+
+    /// The container id (the first operand).
+    pub fn id(&self) -> &OsStr {
+        match self {
+            Enforced::Create(a) => &a.id,
+            Enforced::Exec(a) => &a.id,
+            Enforced::Update(a) => &a.id,
+            Enforced::Start(a) => &a.id,
+            Enforced::Checkpoint(a) => &a.id,
+        }
+    }
 }
 
 pub fn argv_denial(value: String, reason: String) -> Denial {
@@ -63,7 +105,8 @@ pub fn check_argv(inv: &Invocation, verb: &str) -> Result<Route, Denial> {
         return Ok(Route::PassThrough);
     }
     let operands = positionals(&items).len();
-    let has_process = flag_value(&items, "process").is_some_and(|p| !p.is_empty());
+    let enforced = Enforced::from_items(verb, items);
+    let has_process = matches!(&enforced, Enforced::Exec(a) if a.process.is_some());
     let wanted = match verb {
         "exec" if has_process => (1, usize::MAX),
         "exec" => (2, usize::MAX),
@@ -81,7 +124,7 @@ pub fn check_argv(inv: &Invocation, verb: &str) -> Result<Route, Denial> {
             ),
         ));
     }
-    Ok(Route::Enforce)
+    Ok(Route::Enforce(enforced))
 }
 
 fn verb_lossy(inv: &Invocation) -> String {
@@ -96,32 +139,37 @@ mod tests {
     use super::*;
     use std::ffi::OsString;
 
-    fn route(argv: &[&str]) -> Result<Route, String> {
+    /// Where argv goes, without the arguments read.
+    #[derive(Debug, PartialEq)]
+    enum To {
+        PassThrough,
+        Enforce,
+    }
+
+    fn route(argv: &[&str]) -> Result<To, String> {
         let inv = super::super::scan_globals(argv.iter().map(OsString::from).collect()).unwrap();
-        check_argv(&inv, inv.verb()).map_err(|d| d.to_string())
+        match check_argv(&inv, inv.verb()) {
+            Ok(Route::PassThrough) => Ok(To::PassThrough),
+            Ok(Route::Enforce(_)) => Ok(To::Enforce),
+            Err(d) => Err(d.to_string()),
+        }
     }
 
     #[test]
     fn verbs_are_routed_and_unclassifiable_argv_refused() {
-        assert_eq!(
-            route(&["--root", "/r", "state", "c"]),
-            Ok(Route::PassThrough)
-        );
-        assert_eq!(route(&["--version"]), Ok(Route::PassThrough));
-        assert_eq!(route(&[]), Ok(Route::PassThrough));
-        assert_eq!(route(&["--help", "create", "c"]), Ok(Route::PassThrough));
-        assert_eq!(route(&["create", "--help", "c"]), Ok(Route::PassThrough));
-        assert_eq!(route(&["--", "create", "c"]), Ok(Route::Enforce));
-        assert_eq!(route(&["exec", "-p", "/f", "c"]), Ok(Route::Enforce));
-        assert_eq!(route(&["exec", "c", "sh"]), Ok(Route::Enforce));
+        assert_eq!(route(&["--root", "/r", "state", "c"]), Ok(To::PassThrough));
+        assert_eq!(route(&["--version"]), Ok(To::PassThrough));
+        assert_eq!(route(&[]), Ok(To::PassThrough));
+        assert_eq!(route(&["--help", "create", "c"]), Ok(To::PassThrough));
+        assert_eq!(route(&["create", "--help", "c"]), Ok(To::PassThrough));
+        assert_eq!(route(&["--", "create", "c"]), Ok(To::Enforce));
+        assert_eq!(route(&["exec", "-p", "/f", "c"]), Ok(To::Enforce));
+        assert_eq!(route(&["exec", "c", "sh"]), Ok(To::Enforce));
         // A future verb, or one runc runs no action for, is not passed blind.
         assert!(route(&["init"]).unwrap_err().contains("unknown verb"));
         assert!(route(&["--debug", "false", "create", "c"]).is_err());
         // An unknown global flag: harmless unless an enforced verb follows.
-        assert_eq!(
-            route(&["--future", "v", "state", "c"]),
-            Ok(Route::PassThrough)
-        );
+        assert_eq!(route(&["--future", "v", "state", "c"]), Ok(To::PassThrough));
         let err = route(&["--future", "v", "create", "c"]).unwrap_err();
         assert!(err.contains("future"), "{err}");
         // Operand counts as runc checks them.
@@ -130,12 +178,9 @@ mod tests {
         assert!(route(&["update", "--pids-limit", "010", "c"]).is_err());
         assert!(route(&["--criu", "/x", "checkpoint", "c"]).is_err());
         // checkpoint makes runc write host paths: judged, not passed through.
-        assert_eq!(route(&["checkpoint", "c"]), Ok(Route::Enforce));
+        assert_eq!(route(&["checkpoint", "c"]), Ok(To::Enforce));
         assert!(route(&["checkpoint", "c", "d"]).is_err());
-        assert_eq!(
-            route(&["--criu", "/x", "kill", "c"]),
-            Ok(Route::PassThrough)
-        );
+        assert_eq!(route(&["--criu", "/x", "kill", "c"]), Ok(To::PassThrough));
         // The refusal does not echo argv (an -e value may be a secret).
         let err = route(&["exec", "-e", "T=secret", "--nope", "c", "x"]).unwrap_err();
         assert!(!err.contains("secret"), "{err}");
