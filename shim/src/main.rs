@@ -1,8 +1,9 @@
 //! vibe-shim: a runc-compatible wrapper. It enforces the administrator's
 //! policy on create/run/restore/exec/update/start/checkpoint, then execs the real runc
 //! with every other argument byte for byte, so runc keeps our pid, fds,
-//! stdio and exit code. The verbs in `runc_argv::PASS_THROUGH_VERBS` pass
-//! straight through; any other verb is refused.
+//! stdio and exit code. `runc_argv::VERBS` says what happens to each verb:
+//! judged, passed straight through, or one of vibe-shim's own; any other
+//! verb is refused.
 
 mod audit;
 mod authz;
@@ -23,7 +24,7 @@ use vibe_policy::Denial;
 
 use crate::enforce::pipeline::{enforce, pass_through};
 use crate::enforce::{delete, fail};
-use crate::runc_argv::{argv_denial, check_argv, Invocation, Route};
+use crate::runc_argv::{argv_denial, check_argv, treatment, Invocation, Route, Treatment};
 
 fn main() {
     std::process::exit(run());
@@ -72,18 +73,6 @@ fn run() -> i32 {
     }
 }
 
-/// The verbs only vibe-shim has. Our own hook entries run us as
-/// `vibe-shim`, never as `runc`.
-const OWN_VERBS: &[&str] = &[
-    "hook",
-    "policy",
-    "authz",
-    "doctor",
-    "install",
-    "uninstall",
-    "egress",
-];
-
 /// Run as `runc` (lockdown's link, or an engine's PATH), vibe-shim takes only
 /// runc's grammar: whoever reaches runc's argv (a wrapper forwarding "$@")
 /// must not reach a root-only vibe-shim verb such as `hook tmpfs-modes`, nor
@@ -93,7 +82,7 @@ fn as_runc_denial(argv0: Option<&std::ffi::OsStr>, inv: &Invocation, verb: &str)
     if !as_runc {
         return None;
     }
-    if OWN_VERBS.contains(&verb) {
+    if treatment(verb) == Some(Treatment::Own) {
         return Some(argv_denial(
             verb.to_string(),
             "not a runc verb: vibe-shim's own verbs are refused when it runs as runc".into(),

@@ -24,7 +24,7 @@ pub enum Kind {
 }
 
 /// One flag of a verb (or a global flag).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlagDef {
     /// Every accepted name; the first is the canonical one reported in [`Item`].
     pub names: &'static [&'static str],

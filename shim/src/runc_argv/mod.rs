@@ -86,41 +86,71 @@ pub enum ArgsError {
 /// `vibe-shim policy explain|check` flags (ours, after the verb).
 pub const POLICY_FLAGS: &[FlagDef] = &[value(&["bundle", "b"]), value(&["config"])];
 
-/// The verbs vibe-shim judges: each can start a process, change its
-/// limits, or (checkpoint) make runc write host paths as root. Each is read
-/// with [`classify_verb`] and refused if unclassifiable.
-pub const ENFORCED_VERBS: &[&str] = &[
-    "create",
-    "run",
-    "restore",
-    "exec",
-    "update",
-    "start",
-    "checkpoint",
-];
+/// What vibe-shim does with a verb (the first operand).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Treatment {
+    /// Judged: the verb can start a process, change its limits, or
+    /// (checkpoint) make runc write host paths as root. Its arguments are
+    /// read with its flag table, after urfave/cli's reorder unless the verb
+    /// skips it (`exec`), and refused if unclassifiable.
+    Enforced {
+        flags: &'static [FlagDef],
+        reorders: bool,
+    },
+    /// A runc verb that can neither start a process in a container nor
+    /// change its limits: it reaches runc unmodified.
+    PassThrough,
+    /// vibe-shim's own verb: refused when vibe-shim runs as `runc` (our own
+    /// hook entries run us as `vibe-shim`).
+    Own,
+}
 
-/// runc verbs that can neither start a process in a container nor change
-/// its limits: they reach runc unmodified. `help`/`h` is urfave/cli's own.
-/// Every other verb is refused (a future runc verb is judged before it runs).
-pub const PASS_THROUGH_VERBS: &[&str] = &[
-    "delete", "events", "features", "kill", "list", "pause", "ps", "resume", "spec", "state",
-    "help", "h",
-];
+const fn enforced(flags: &'static [FlagDef], reorders: bool) -> Treatment {
+    Treatment::Enforced { flags, reorders }
+}
 
-/// The flag tables below are the union of runc 1.1, 1.2 and 1.3 (no flag
+/// Every verb vibe-shim knows, and what it does with it; any other verb is
+/// refused (a future runc verb is judged before it runs). The enforced
+/// verbs' flag tables are the union of runc 1.1, 1.2 and 1.3 (no flag
 /// changed its kind); a flag an older runc lacks makes that runc refuse.
-/// A verb's flag table and whether urfave/cli reorders its arguments.
-pub fn verb_table(verb: &str) -> Option<(&'static [FlagDef], bool)> {
-    Some(match verb {
-        "create" => (CREATE_FLAGS, true),
-        "run" => (RUN_FLAGS, true),
-        "restore" => (RESTORE_FLAGS, true),
-        "exec" => (EXEC_FLAGS, false),
-        "update" => (UPDATE_FLAGS, true),
-        "start" => (START_FLAGS, true),
-        "checkpoint" => (CHECKPOINT_FLAGS, true),
-        _ => return None,
-    })
+/// `help`/`h` is urfave/cli's own.
+pub const VERBS: &[(&str, Treatment)] = &[
+    ("create", enforced(CREATE_FLAGS, true)),
+    ("run", enforced(RUN_FLAGS, true)),
+    ("restore", enforced(RESTORE_FLAGS, true)),
+    ("exec", enforced(EXEC_FLAGS, false)),
+    ("update", enforced(UPDATE_FLAGS, true)),
+    ("start", enforced(START_FLAGS, true)),
+    ("checkpoint", enforced(CHECKPOINT_FLAGS, true)),
+    ("delete", Treatment::PassThrough),
+    ("events", Treatment::PassThrough),
+    ("features", Treatment::PassThrough),
+    ("kill", Treatment::PassThrough),
+    ("list", Treatment::PassThrough),
+    ("pause", Treatment::PassThrough),
+    ("ps", Treatment::PassThrough),
+    ("resume", Treatment::PassThrough),
+    ("spec", Treatment::PassThrough),
+    ("state", Treatment::PassThrough),
+    ("help", Treatment::PassThrough),
+    ("h", Treatment::PassThrough),
+    ("hook", Treatment::Own),
+    ("policy", Treatment::Own),
+    ("authz", Treatment::Own),
+    ("doctor", Treatment::Own),
+    ("install", Treatment::Own),
+    ("uninstall", Treatment::Own),
+    ("egress", Treatment::Own),
+];
+
+/// What vibe-shim does with `verb`; `None` for a verb it does not know.
+pub fn treatment(verb: &str) -> Option<Treatment> {
+    VERBS.iter().find(|(v, _)| *v == verb).map(|&(_, t)| t)
+}
+
+/// Whether `verb` is one vibe-shim judges.
+pub fn is_enforced(verb: &str) -> bool {
+    matches!(treatment(verb), Some(Treatment::Enforced { .. }))
 }
 
 /// Reads a verb's arguments exactly as runc does (see the module docs), or
@@ -164,9 +194,9 @@ pub fn classify(
 
 /// [`classify`] for one of runc's enforced verbs.
 pub fn classify_verb(verb: &str, args: &[OsString]) -> Result<Vec<Item>, ArgsError> {
-    match verb_table(verb) {
-        Some((table, reorders)) => classify(args, table, reorders),
-        None => Err(ArgsError::Unknown(verb.to_string())),
+    match treatment(verb) {
+        Some(Treatment::Enforced { flags, reorders }) => classify(args, flags, reorders),
+        _ => Err(ArgsError::Unknown(verb.to_string())),
     }
 }
 

@@ -11,7 +11,7 @@ use super::exec::ExecArgs;
 use super::start::StartArgs;
 use super::update::UpdateArgs;
 use super::{
-    classify_verb, flag_bool, positionals, Invocation, Item, ENFORCED_VERBS, PASS_THROUGH_VERBS,
+    classify_verb, flag_bool, is_enforced, positionals, treatment, Invocation, Item, Treatment,
 };
 
 /// Where a command line goes once its argv is classified.
@@ -74,7 +74,7 @@ pub fn check_argv(inv: &Invocation, verb: &str) -> Result<Route, Denial> {
         let hides_verb = inv
             .runc_args
             .iter()
-            .any(|a| a.to_str().is_some_and(|a| ENFORCED_VERBS.contains(&a)));
+            .any(|a| a.to_str().is_some_and(is_enforced));
         return match hides_verb {
             false => Ok(Route::PassThrough),
             true => Err(argv_denial(
@@ -89,10 +89,11 @@ pub fn check_argv(inv: &Invocation, verb: &str) -> Result<Route, Denial> {
             "--criu picks the binary runc 1.1 runs as root; not allowed".into(),
         ));
     }
-    if inv.no_action || inv.verb_index.is_none() || PASS_THROUGH_VERBS.contains(&verb) {
+    let pass_through = treatment(verb) == Some(Treatment::PassThrough);
+    if inv.no_action || inv.verb_index.is_none() || pass_through {
         return Ok(Route::PassThrough);
     }
-    if !ENFORCED_VERBS.contains(&verb) {
+    if !is_enforced(verb) {
         return Err(argv_denial(
             verb_lossy(inv),
             "unknown verb: vibe-shim passes through only verbs that can neither start a process nor change its limits".into(),

@@ -512,3 +512,14 @@ fn recorded_containerd_lines_pass_unchanged() {
         "/tmp/pty892541995/pty.sock"
     );
 }
+
+#[test]
+fn every_verb_has_one_treatment() {
+    for (i, (verb, _)) in VERBS.iter().enumerate() {
+        assert!(VERBS[..i].iter().all(|(v, _)| v != verb), "{verb}");
+    }
+    assert!(is_enforced("checkpoint"));
+    assert_eq!(treatment("kill"), Some(Treatment::PassThrough));
+    assert_eq!(treatment("hook"), Some(Treatment::Own));
+    assert_eq!(treatment("init"), None);
+}
