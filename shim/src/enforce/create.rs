@@ -32,6 +32,13 @@ pub enum CreateError {
         path: String,
         source: std::io::Error,
     },
+    #[error("cannot write {path}: {source}")]
+    StateDir {
+        path: String,
+        source: state_dir::StateDirError,
+    },
+    #[error("cannot write {path}: a container with this id exists under this runc root")]
+    Exists { path: String },
     #[error("cannot find vibe-shim's own binary for the network hook: {0}")]
     OwnExe(std::io::Error),
     /// A key runc's Go decoder would read differently (vibe_policy::gojson).
@@ -147,21 +154,22 @@ pub fn read_spec(path: &Path) -> Result<Value, CreateError> {
 /// returns it: it becomes the bundle runc gets, so nothing done to the
 /// engine's bundle after the check reaches runc.
 fn private_dir(create: &CreateContext) -> Result<PathBuf, CreateError> {
-    let fail = |path: &Path, reason: String| CreateError::Write {
-        path: path.display().to_string(),
-        source: std::io::Error::other(reason),
+    let fail = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| CreateError::StateDir { path, source }
     };
     let dir = state_dir::container_dir(&create.runc_root, &create.container_id)
-        .map_err(|e| fail(Path::new(state_dir::BASE), e.to_string()))?;
+        .map_err(fail(Path::new(state_dir::BASE)))?;
     if state_dir::container_exists(&create.runc_root, &create.container_id) {
         // runc would refuse too; our directory belongs to that container.
-        let reason = "a container with this id exists under this runc root";
-        return Err(fail(&dir, reason.into()));
+        return Err(CreateError::Exists {
+            path: dir.display().to_string(),
+        });
     }
     // Left by a container that was never deleted through vibe-shim.
     crate::sys::stage::release_quietly(&create.runc_root, &create.container_id);
-    state_dir::remove(&dir).map_err(|e| fail(&dir, e.to_string()))?;
-    state_dir::ensure_private(&dir).map_err(|e| fail(&dir, e.to_string()))?;
+    state_dir::remove(&dir).map_err(fail(&dir))?;
+    state_dir::ensure_private(&dir).map_err(fail(&dir))?;
     Ok(dir)
 }
 

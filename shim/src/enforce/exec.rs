@@ -34,12 +34,22 @@ const KEPT_FLAGS: &[&str] = &[
     "ignore-paused",
 ];
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error("container was not created through vibe-shim (no judged spec at {0})")]
     NotOurs(String),
-    #[error("cannot read the container's judged spec {path}: {reason}")]
-    Judged { path: String, reason: String },
+    #[error("cannot read the container's judged spec {path}: {source}")]
+    JudgedRead {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot read the container's judged spec {path}: {source}")]
+    JudgedJson {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("cannot read the container's judged spec {path}: it has no process object")]
+    JudgedNoProcess { path: String },
     #[error("not UTF-8; a process JSON cannot carry it")]
     NotUtf8,
     #[error("runc would fail: {0}")]
@@ -82,21 +92,26 @@ fn judged_spec(ctx: &Ctx, id: &str) -> Result<Value, Refusal> {
 }
 
 fn read_judged_spec(path: &Path) -> Result<Value, ExecError> {
-    let judged = |reason: String| ExecError::Judged {
-        path: path.display().to_string(),
-        reason,
-    };
+    let shown = || path.display().to_string();
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ExecError::NotOurs(path.display().to_string()))
+            return Err(ExecError::NotOurs(shown()))
         }
-        Err(e) => return Err(judged(e.to_string())),
+        Err(source) => {
+            return Err(ExecError::JudgedRead {
+                path: shown(),
+                source,
+            })
+        }
     };
-    let spec: Value = serde_json::from_slice(&bytes).map_err(|e| judged(e.to_string()))?;
+    let spec: Value = serde_json::from_slice(&bytes).map_err(|source| ExecError::JudgedJson {
+        path: shown(),
+        source,
+    })?;
     match spec.get("process") {
         Some(Value::Object(_)) => Ok(spec),
-        _ => Err(judged("it has no process object".into())),
+        _ => Err(ExecError::JudgedNoProcess { path: shown() }),
     }
 }
 

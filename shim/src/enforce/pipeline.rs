@@ -19,8 +19,7 @@ use crate::{policy_file, runtime, verbs};
 fn find_runtime(configured: Option<&Path>) -> Result<(PathBuf, bool), runtime::RuntimeError> {
     // Under lockdown `runc` in PATH is vibe-shim: the record names the real one.
     if configured.is_none() {
-        let recorded = verbs::lockdown::recorded_real_runc()
-            .map_err(|e| runtime::RuntimeError::Lockdown(e.to_string()))?;
+        let recorded = verbs::lockdown::recorded_real_runc()?;
         if let Some(real) = recorded {
             return runtime::check_recorded(&real, runtime::own_exe().as_ref()).map(|p| (p, true));
         }

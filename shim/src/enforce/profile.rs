@@ -33,6 +33,11 @@ pub enum ProfileError {
         path: String,
         source: std::io::Error,
     },
+    #[error("cannot record the profile in {path}: {source}")]
+    RecordDir {
+        path: &'static str,
+        source: state_dir::StateDirError,
+    },
     #[error("cannot read the recorded profile {path}: {source}")]
     Recorded {
         path: String,
@@ -137,11 +142,9 @@ pub fn record(
         path: path.display().to_string(),
         source,
     };
-    let dir = state_dir::container_dir(&root, id).map_err(|e| {
-        fail(
-            Path::new(state_dir::BASE),
-            std::io::Error::other(e.to_string()),
-        )
+    let dir = state_dir::container_dir(&root, id).map_err(|source| ProfileError::RecordDir {
+        path: state_dir::BASE,
+        source,
     })?;
     let path = dir.join(RECORD);
     let text = format!("{name}\n{}\n", config_path.display());

@@ -19,7 +19,26 @@ pub enum StartError {
     #[error("invalid container id {0:?}")]
     BadId(String),
     #[error("cannot find the container's init pid (state.json: {state}; runc state: {runc})")]
-    NoPid { state: String, runc: String },
+    NoPid { state: PidError, runc: PidError },
+}
+
+/// Why one of the two places gave no pid.
+#[derive(Debug, thiserror::Error)]
+pub enum PidError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Run(std::io::Error),
+    /// `runc state` failed: what it said on stderr.
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("no positive {0}")]
+    NoPositive(&'static str),
 }
 
 pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &StartArgs) -> Outcome {
@@ -77,19 +96,23 @@ pub fn init_pid(runtime: &Path, root: &Path, id: &str) -> Result<i32, StartError
         .arg("state")
         .arg(id)
         .output()
-        .map_err(|e| e.to_string())
+        .map_err(PidError::Run)
         .and_then(|out| {
             if out.status.success() {
                 pid_from_json(&out.stdout, "pid")
             } else {
-                Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+                let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                Err(PidError::Failed(said))
             }
         });
     runc.map_err(|runc| StartError::NoPid { state, runc })
 }
 
-fn pid_from_state_file(path: &Path, key: &str) -> Result<i32, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn pid_from_state_file(path: &Path, key: &'static str) -> Result<i32, PidError> {
+    let bytes = std::fs::read(path).map_err(|source| PidError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
     pid_from_json(&bytes, key)
 }
 
@@ -102,8 +125,8 @@ struct PidFields {
 
 /// state.json carries the whole container config; serde skips every field
 /// but the two pids without building values for them.
-fn pid_from_json(bytes: &[u8], key: &str) -> Result<i32, String> {
-    let fields: PidFields = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+fn pid_from_json(bytes: &[u8], key: &'static str) -> Result<i32, PidError> {
+    let fields: PidFields = serde_json::from_slice(bytes)?;
     let pid = if key == "pid" {
         fields.pid
     } else {
@@ -111,7 +134,7 @@ fn pid_from_json(bytes: &[u8], key: &str) -> Result<i32, String> {
     };
     pid.and_then(|pid| i32::try_from(pid).ok())
         .filter(|pid| *pid > 0)
-        .ok_or_else(|| format!("no positive {key}"))
+        .ok_or(PidError::NoPositive(key))
 }
 
 #[cfg(test)]

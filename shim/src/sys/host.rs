@@ -284,7 +284,7 @@ pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-// -- namespaces, root and cgroups (issue 8 item 6) --
+// -- namespaces, root and cgroups: what the rules compare a spec against --
 
 /// The part of runc's `state.json` that names the container's rootfs.
 #[derive(serde::Deserialize)]
