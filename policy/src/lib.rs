@@ -19,6 +19,7 @@ pub mod json;
 pub mod profiles;
 pub mod rfc3339;
 pub mod rules;
+pub mod runc;
 mod validate;
 
 pub use config::{ConfigError, Policy};

@@ -25,10 +25,31 @@ pub enum PolicyFileError {
     },
     #[error("invalid policy file {0}")]
     Invalid(#[from] ConfigError),
-    #[error("cannot read [seccomp] profile {path}: {message}")]
-    Profile { path: String, message: String },
+    #[error("cannot read [seccomp] profile {path}: {source}")]
+    ProfileRead {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot read [seccomp] profile {path}: {source}")]
+    ProfileJson {
+        path: String,
+        source: serde_json::Error,
+    },
     #[error("refusing drop-in {path}: {why}")]
-    Untrusted { path: String, why: String },
+    Untrusted { path: String, why: Untrusted },
+}
+
+/// Why a drop-in (or its directory) may not add to the policy.
+#[derive(Debug, thiserror::Error)]
+pub enum Untrusted {
+    #[error("not a directory")]
+    NotADirectory,
+    #[error("not a regular file")]
+    NotAFile,
+    #[error("owned by uid {uid}, not {owner}")]
+    Owner { uid: u32, owner: u32 },
+    #[error("mode {0:o} is writable by group or others")]
+    Writable(u32),
 }
 
 /// The owner drop-ins must have: root.
@@ -53,12 +74,16 @@ pub(crate) fn load_with_owner(
     policy.network.egress_socket = resolve(path, &policy.network.egress_socket);
     if let Some(profile) = policy.seccomp.profile.clone() {
         let profile = resolve(path, &profile);
-        let fail = |message: String| PolicyFileError::Profile {
-            path: profile.display().to_string(),
-            message,
-        };
-        let bytes = std::fs::read(&profile).map_err(|e| fail(e.to_string()))?;
-        let value = serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
+        let path = || profile.display().to_string();
+        let bytes = std::fs::read(&profile).map_err(|source| PolicyFileError::ProfileRead {
+            path: path(),
+            source,
+        })?;
+        let value =
+            serde_json::from_slice(&bytes).map_err(|source| PolicyFileError::ProfileJson {
+                path: path(),
+                source,
+            })?;
         policy.seccomp.loaded_profile = Some(value);
     }
     Ok((policy, origins))
@@ -91,7 +116,7 @@ pub fn dropin_dir(path: &Path) -> PathBuf {
 /// labelled `<stem>.d/<name>`.
 fn read_dropins(path: &Path, owner: u32) -> Result<Vec<Layer>, PolicyFileError> {
     let dir = dropin_dir(path);
-    let untrusted = |path: &Path, why: String| PolicyFileError::Untrusted {
+    let untrusted = |path: &Path, why: Untrusted| PolicyFileError::Untrusted {
         path: path.display().to_string(),
         why,
     };
@@ -104,7 +129,7 @@ fn read_dropins(path: &Path, owner: u32) -> Result<Vec<Layer>, PolicyFileError> 
         other => other.map_err(read_err(&dir))?,
     };
     if !meta.is_dir() {
-        return Err(untrusted(&dir, "not a directory".into()));
+        return Err(untrusted(&dir, Untrusted::NotADirectory));
     }
     trusted(&meta, owner).map_err(|why| untrusted(&dir, why))?;
     let mut names = Vec::new();
@@ -129,7 +154,7 @@ fn read_dropins(path: &Path, owner: u32) -> Result<Vec<Layer>, PolicyFileError> 
             .map_err(read_err(&file_path))?;
         let meta = file.metadata().map_err(read_err(&file_path))?;
         if !meta.is_file() {
-            return Err(untrusted(&file_path, "not a regular file".into()));
+            return Err(untrusted(&file_path, Untrusted::NotAFile));
         }
         trusted(&meta, owner).map_err(|why| untrusted(&file_path, why))?;
         let mut text = String::new();
@@ -146,15 +171,15 @@ fn read_dropins(path: &Path, owner: u32) -> Result<Vec<Layer>, PolicyFileError> 
 
 /// Owned by `owner` and unwritable by group and others: nobody else can
 /// add to the policy.
-fn trusted(meta: &std::fs::Metadata, owner: u32) -> Result<(), String> {
+fn trusted(meta: &std::fs::Metadata, owner: u32) -> Result<(), Untrusted> {
     if meta.uid() != owner {
-        return Err(format!("owned by uid {}, not {owner}", meta.uid()));
+        return Err(Untrusted::Owner {
+            uid: meta.uid(),
+            owner,
+        });
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "mode {:o} is writable by group or others",
-            meta.mode() & 0o7777
-        ));
+        return Err(Untrusted::Writable(meta.mode() & 0o7777));
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// means "runc" led back to vibe-shim, which would loop forever.
 pub const ACTIVE_ENV: &str = "VIBE_SHIM_ACTIVE";
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("[runtime] path {0} does not exist")]
     Missing(PathBuf),
@@ -18,8 +18,11 @@ pub enum RuntimeError {
     IsSelf(PathBuf),
     #[error("no runc found in PATH ({0}) other than vibe-shim itself")]
     NotInPath(String),
-    #[error("{0}")]
-    Lockdown(String),
+    /// Lockdown's record of the real runc cannot be read.
+    #[error(transparent)]
+    Lockdown(#[from] crate::install::lockdown::LockdownError),
+    #[error("the recorded real runc {} must be a regular file owned by root and writable by nobody else", .0.display())]
+    RecordedUnsafe(PathBuf),
     #[error("vibe-shim was started by vibe-shim ({ACTIVE_ENV} is set): \"runc\" resolves to vibe-shim; set [runtime] path")]
     Recursion,
 }
@@ -115,10 +118,7 @@ pub fn check_recorded(path: &Path, self_exe: Option<&FileId>) -> Result<PathBuf,
         Err(_) => return Err(RuntimeError::Missing(path.to_path_buf())),
     };
     if !meta.file_type().is_file() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
-        return Err(RuntimeError::Lockdown(format!(
-            "the recorded real runc {} must be a regular file owned by root and writable by nobody else",
-            path.display()
-        )));
+        return Err(RuntimeError::RecordedUnsafe(path.to_path_buf()));
     }
     if self_exe.is_some_and(|me| FileId::of(path).is_some_and(|c| c.same_as(me))) {
         return Err(RuntimeError::IsSelf(path.to_path_buf()));
@@ -248,17 +248,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope");
         assert_eq!(
-            find(Some(&missing), None, None),
-            Err(RuntimeError::Missing(missing.clone()))
+            find(Some(&missing), None, None).unwrap_err().to_string(),
+            RuntimeError::Missing(missing.clone()).to_string()
         );
         let plain = dir.path().join("plain");
         fs::write(&plain, "x").unwrap();
         assert_eq!(
-            find(Some(&plain), None, None),
-            Err(RuntimeError::NotExecutable(plain.clone()))
+            find(Some(&plain), None, None).unwrap_err().to_string(),
+            RuntimeError::NotExecutable(plain.clone()).to_string()
         );
         let good = script(dir.path(), "runc");
-        assert_eq!(find(Some(&good), None, None), Ok(good));
+        assert_eq!(find(Some(&good), None, None).ok(), Some(good));
     }
 
     #[test]
@@ -271,7 +271,7 @@ mod tests {
         let real = script(c.path(), "runc");
         let me = FileId::of(&shim).unwrap();
         let path = std::env::join_paths([a.path(), b.path(), c.path()]).unwrap();
-        assert_eq!(find(None, Some(&path), Some(&me)), Ok(real));
+        assert_eq!(find(None, Some(&path), Some(&me)).ok(), Some(real));
     }
 
     #[test]
@@ -282,7 +282,10 @@ mod tests {
         let err = find(None, Some(a.path().as_os_str()), Some(&me)).unwrap_err();
         assert!(matches!(err, RuntimeError::NotInPath(_)), "{err}");
         let err = find(Some(&shim), None, Some(&me)).unwrap_err();
-        assert_eq!(err, RuntimeError::IsSelf(shim));
+        assert!(
+            matches!(err, RuntimeError::IsSelf(ref p) if *p == shim),
+            "{err}"
+        );
     }
 
     #[test]
@@ -293,10 +296,12 @@ mod tests {
 
     #[test]
     fn reentry_is_refused() {
-        assert_eq!(check_not_reentered(None), Ok(()));
+        assert_eq!(check_not_reentered(None).ok(), Some(()));
         assert_eq!(
-            check_not_reentered(Some(OsStr::new("1"))),
-            Err(RuntimeError::Recursion)
+            check_not_reentered(Some(OsStr::new("1")))
+                .unwrap_err()
+                .to_string(),
+            RuntimeError::Recursion.to_string()
         );
     }
     #[test]
@@ -306,22 +311,22 @@ mod tests {
         fs::write(&real, "real").unwrap();
         fs::set_permissions(&real, fs::Permissions::from_mode(SEALED_MODE)).unwrap();
         // Root-only (the test runs as root, as lockdown does).
-        assert_eq!(check_recorded(&real, None), Ok(real.clone()));
+        assert_eq!(check_recorded(&real, None).ok(), Some(real.clone()));
         fs::set_permissions(&real, fs::Permissions::from_mode(0o620)).unwrap();
         assert!(matches!(
             check_recorded(&real, None),
-            Err(RuntimeError::Lockdown(_))
+            Err(RuntimeError::RecordedUnsafe(_))
         ));
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         assert!(matches!(
             check_recorded(&link, None),
-            Err(RuntimeError::Lockdown(_))
+            Err(RuntimeError::RecordedUnsafe(_))
         ));
         let missing = dir.path().join("nope");
         assert_eq!(
-            check_recorded(&missing, None),
-            Err(RuntimeError::Missing(missing.clone()))
+            check_recorded(&missing, None).unwrap_err().to_string(),
+            RuntimeError::Missing(missing.clone()).to_string()
         );
     }
 

@@ -33,9 +33,9 @@ use tokio::sync::Semaphore;
 use vibe_policy::authz::{decide, Cx, Decision, Gate, RULE_REQUEST};
 use vibe_policy::{Denial, Policy};
 
-use crate::host::RealHost;
 use crate::install::lockdown;
 use crate::policy_file;
+use crate::sys::host::RealHost;
 
 pub const DEFAULT_SOCKET: &str = "/run/docker/plugins/vibe-shim.sock";
 /// A plugin request: a body dockerd shows is < 1 MiB, base64 makes 4/3 of

@@ -1,6 +1,6 @@
 //! vibe-shim's own verbs (never runc's): one file each. main.rs runs
 //! [`dispatch`] before it reads argv as runc's; run as `runc`, main.rs
-//! refuses every verb in [`OWN_VERBS`] first.
+//! refuses every verb `runc_argv::VERBS` marks as own first.
 
 pub mod authz;
 pub mod doctor;
@@ -14,19 +14,8 @@ use std::path::{Path, PathBuf};
 
 use vibe_policy::config::DEFAULT_CONFIG_PATH;
 
-/// The verbs only vibe-shim has. Our own hook entries run us as
-/// `vibe-shim`, never as `runc`.
-pub const OWN_VERBS: &[&str] = &[
-    "hook",
-    "policy",
-    "authz",
-    "doctor",
-    "install",
-    "uninstall",
-    "egress",
-];
-
-/// Runs `verb` when it is one of [`OWN_VERBS`] and returns its exit code;
+/// Runs `verb` when it is one of vibe-shim's own (`runc_argv::VERBS`) and
+/// returns its exit code;
 /// `None` for any other verb. `config` is the global `--config` given
 /// before the verb; `args` are the tokens after the verb.
 pub fn dispatch(verb: &str, config: Option<&Path>, args: &[OsString]) -> Option<i32> {

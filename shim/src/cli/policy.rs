@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use vibe_policy::config_merge::Origin;
 use vibe_policy::{enforce_create, CreateContext, Policy, Rewrite};
 
-use crate::host::RealHost;
-use crate::verbs::create::{anchor_relative_paths, read_spec};
+use crate::enforce::create::read_spec;
+use crate::sys::host::RealHost;
 use crate::{policy_file, runtime};
+use vibe_policy::runc::bundle::anchor_relative_paths;
 
 /// Exit codes, for `--help` and the scripts that check a policy.
 const EXIT_CODES: &str = "Exit codes:\n  0  the policy is valid (check) or the bundle would be allowed (explain)\n  1  it is not, the policy or the bundle cannot be read, or a usage error";
@@ -51,7 +52,7 @@ pub enum PolicyCmdError {
     #[error("config: {0}")]
     Config(#[from] policy_file::PolicyFileError),
     #[error("bundle: {0}")]
-    Bundle(#[from] crate::verbs::create::CreateError),
+    Bundle(#[from] crate::enforce::create::CreateError),
     #[error("cannot print the policy: {0}")]
     Print(#[from] serde_json::Error),
 }
@@ -188,7 +189,7 @@ fn explain(
         network_hook: None,
         runtime_path,
         bundle: bundle_abs,
-        runc_root: crate::state_dir::runc_root(None),
+        runc_root: crate::sys::state_dir::runc_root(None),
         systemd_cgroup: false,
     };
     let mut out = format!(

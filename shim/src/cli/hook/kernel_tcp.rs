@@ -140,7 +140,7 @@ fn v1_memory_dir(mountinfo: &str, path: &str) -> Result<PathBuf, String> {
 
 /// mountinfo's octal escapes (`\040` for a space).
 fn unescape(field: &str) -> String {
-    String::from_utf8_lossy(&crate::host::unescape_octal(field.as_bytes())).into_owned()
+    String::from_utf8_lossy(&crate::sys::host::unescape_octal(field.as_bytes())).into_owned()
 }
 
 #[cfg(test)]

@@ -111,8 +111,8 @@ fn run_hook(config: &Path, hook: Hook, stdin: &mut dyn Read) -> Result<(), HookV
             // poststop hook, and an engine's delete must go on.
             if let [flag, root, id] = &args[..] {
                 if let (true, Some(id)) = (flag == vibe_hooks::HOOK_RUNC_ROOT_FLAG, id.to_str()) {
-                    let root = crate::state_dir::runc_root(Some(root));
-                    crate::verbs::delete::release(config, &root, id);
+                    let root = crate::sys::state_dir::runc_root(Some(root));
+                    crate::enforce::delete::release(config, &root, id);
                 }
             }
             Ok(())
@@ -125,7 +125,7 @@ fn run_hook(config: &Path, hook: Hook, stdin: &mut dyn Read) -> Result<(), HookV
             let network = |e| HookVerbError::Network(Box::new(e));
             vibe_hooks::run_network_hook(&state, &policy.network).map_err(network)?;
             // Mode "proxy": the wall is up; now the proxy's listeners.
-            let runc_root = crate::state_dir::runc_root(runc_root_arg(&args));
+            let runc_root = crate::sys::state_dir::runc_root(runc_root_arg(&args));
             vibe_hooks::register_egress(&state, &policy.network, &runc_root).map_err(network)?;
             Ok(())
         }

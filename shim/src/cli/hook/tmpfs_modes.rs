@@ -116,7 +116,7 @@ fn set(rootfd: &OwnedFd, entry: &ModeEntry, mountinfo: &str) -> Result<(), Tmpfs
 
 /// The fd's mount id and whether it is the root of that mount.
 fn statx_mount(fd: &OwnedFd) -> Result<(u64, bool), Errno> {
-    let buf = crate::stage::statx_fd(fd)?;
+    let buf = crate::sys::stage::statx_fd(fd)?;
     if buf.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT == 0 {
         return Err(Errno::ENOTSUP);
     }

@@ -154,7 +154,7 @@ fn mounts_below(dir: &Path) -> Vec<PathBuf> {
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
 fn unescape_mountinfo(field: &str) -> PathBuf {
-    let bytes = crate::host::unescape_octal(field.as_bytes());
+    let bytes = crate::sys::host::unescape_octal(field.as_bytes());
     PathBuf::from(<std::ffi::OsStr as OsStrExt>::from_bytes(&bytes))
 }
 

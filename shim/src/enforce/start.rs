@@ -9,7 +9,7 @@ use std::process::Command;
 use vibe_policy::Denial;
 
 use super::{lossy, Ctx, Outcome};
-use crate::args::{first_positional, scan_verb};
+use crate::runc_argv::StartArgs;
 
 /// runc's state directory when `--root` is not given (as root).
 pub const DEFAULT_ROOT: &str = "/run/runc";
@@ -19,16 +19,32 @@ pub enum StartError {
     #[error("invalid container id {0:?}")]
     BadId(String),
     #[error("cannot find the container's init pid (state.json: {state}; runc state: {runc})")]
-    NoPid { state: String, runc: String },
+    NoPid { state: PidError, runc: PidError },
 }
 
-pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
-    let items = scan_verb(args, &[], false);
-    let container_id = first_positional(&items)
-        .map(|v| lossy(v))
-        .unwrap_or_default();
-    crate::stage::release_quietly(
-        &crate::state_dir::runc_root(ctx.root.as_deref()),
+/// Why one of the two places gave no pid.
+#[derive(Debug, thiserror::Error)]
+pub enum PidError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Run(std::io::Error),
+    /// `runc state` failed: what it said on stderr.
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("no positive {0}")]
+    NoPositive(&'static str),
+}
+
+pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &StartArgs) -> Outcome {
+    let container_id = lossy(&parsed.id);
+    crate::sys::stage::release_quietly(
+        &crate::sys::state_dir::runc_root(ctx.root.as_deref()),
         &container_id,
     );
     let root = ctx
@@ -45,7 +61,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
             )
         }
     };
-    let runc_root = crate::state_dir::runc_root(ctx.root.as_deref());
+    let runc_root = crate::sys::state_dir::runc_root(ctx.root.as_deref());
     let checked = vibe_hooks::check_before_start(&container_id, pid, &ctx.policy.network)
         .and_then(|()| vibe_hooks::check_egress(&ctx.policy.network, &runc_root, &container_id));
     let result = match checked {
@@ -80,19 +96,23 @@ pub fn init_pid(runtime: &Path, root: &Path, id: &str) -> Result<i32, StartError
         .arg("state")
         .arg(id)
         .output()
-        .map_err(|e| e.to_string())
+        .map_err(PidError::Run)
         .and_then(|out| {
             if out.status.success() {
                 pid_from_json(&out.stdout, "pid")
             } else {
-                Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+                let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                Err(PidError::Failed(said))
             }
         });
     runc.map_err(|runc| StartError::NoPid { state, runc })
 }
 
-fn pid_from_state_file(path: &Path, key: &str) -> Result<i32, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn pid_from_state_file(path: &Path, key: &'static str) -> Result<i32, PidError> {
+    let bytes = std::fs::read(path).map_err(|source| PidError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
     pid_from_json(&bytes, key)
 }
 
@@ -105,8 +125,8 @@ struct PidFields {
 
 /// state.json carries the whole container config; serde skips every field
 /// but the two pids without building values for them.
-fn pid_from_json(bytes: &[u8], key: &str) -> Result<i32, String> {
-    let fields: PidFields = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+fn pid_from_json(bytes: &[u8], key: &'static str) -> Result<i32, PidError> {
+    let fields: PidFields = serde_json::from_slice(bytes)?;
     let pid = if key == "pid" {
         fields.pid
     } else {
@@ -114,7 +134,7 @@ fn pid_from_json(bytes: &[u8], key: &str) -> Result<i32, String> {
     };
     pid.and_then(|pid| i32::try_from(pid).ok())
         .filter(|pid| *pid > 0)
-        .ok_or_else(|| format!("no positive {key}"))
+        .ok_or(PidError::NoPositive(key))
 }
 
 #[cfg(test)]

@@ -13,31 +13,21 @@ use vibe_policy::Denial;
 
 use super::host_paths::{arg, checkpoint_dir, go_clean};
 use super::{lossy, refusal, Ctx, Outcome};
-use crate::args::{classify_verb, first_positional, flag_bool, flag_value, Edits, Item};
+use crate::runc_argv::{CheckpointArgs, Edits, Item};
 
-pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
-    let items = match classify_verb("checkpoint", args) {
-        Ok(items) => items,
-        // main refused anything unclassifiable already.
-        Err(e) => {
-            let denial = Denial::new("argv", "checkpoint", "", e.to_string());
-            return Outcome::refused(String::new(), denial);
-        }
-    };
-    let container_id = first_positional(&items)
-        .map(|v| lossy(v))
-        .unwrap_or_default();
+pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CheckpointArgs) -> Outcome {
     Outcome {
-        container_id,
-        result: judge(ctx, args, &items).map(|args| (args, Vec::new())),
+        container_id: lossy(&parsed.id),
+        result: judge(ctx, args, parsed).map(|args| (args, Vec::new())),
     }
 }
 
 fn judge(
     ctx: &Ctx,
     args: &[OsString],
-    items: &[Item],
+    parsed: &CheckpointArgs,
 ) -> Result<Vec<OsString>, vibe_policy::Refusal> {
+    let items = &parsed.items;
     let runtime = &ctx.policy.runtime;
     if !runtime.allow_checkpoint {
         return Err(refusal(Denial::new(
@@ -47,11 +37,10 @@ fn judge(
             "runc checkpoint makes runc and CRIU write the container's memory to host paths argv names, as root",
         )));
     }
-    for flag in ["page-server", "lazy-pages"] {
-        let given = match flag {
-            "page-server" => flag_value(items, flag).is_some_and(|v| !v.is_empty()),
-            _ => flag_bool(items, flag) == Some(true),
-        };
+    for (flag, given) in [
+        ("page-server", parsed.page_server),
+        ("lazy-pages", parsed.lazy_pages),
+    ] {
         if given {
             return Err(refusal(Denial::new(
                 "checkpoint",
@@ -64,8 +53,7 @@ fn judge(
     let dirs = &runtime.checkpoint_dirs;
     let mut edits = Edits::default();
     // runc's default image path is ./checkpoint: name it, absolute.
-    let image = flag_value(items, "image-path").filter(|v| !v.is_empty());
-    let Some(image) = image else {
+    let Some(image) = &parsed.image_path else {
         return Err(refusal(Denial::new(
             "checkpoint",
             "--image-path",
@@ -78,11 +66,11 @@ fn judge(
     };
     let image_dir = checkpoint_dir("--image-path", Path::new(image), dirs).map_err(refusal)?;
     rewrite_last(&mut edits, items, "image-path", &image_dir);
-    if let Some(work) = flag_value(items, "work-path").filter(|v| !v.is_empty()) {
+    if let Some(work) = &parsed.work_path {
         let work_dir = checkpoint_dir("--work-path", Path::new(work), dirs).map_err(refusal)?;
         rewrite_last(&mut edits, items, "work-path", &work_dir);
     }
-    if let Some(parent) = flag_value(items, "parent-path").filter(|v| !v.is_empty()) {
+    if let Some(parent) = &parsed.parent_path {
         judge_parent(&image_dir, Path::new(parent), dirs)?;
     }
     Ok(edits.apply(args))
@@ -137,7 +125,7 @@ fn rewrite_last(edits: &mut Edits, items: &[Item], name: &str, path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::CHECKPOINT_FLAGS;
+    use crate::runc_argv::CHECKPOINT_FLAGS;
 
     #[test]
     fn parent_path_stays_below_the_checkpoint_dirs() {

@@ -8,14 +8,8 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::args::{first_positional, scan_verb, FlagDef, Kind};
-use crate::state_dir;
-
-/// runc's `delete` flags.
-const DELETE_FLAGS: &[FlagDef] = &[FlagDef {
-    names: &["force", "f"],
-    kind: Kind::Bool,
-}];
+use crate::runc_argv::{first_positional, scan_verb, DELETE_FLAGS};
+use crate::sys::state_dir;
 
 /// Removes the container's private directory when runc's delete will
 /// remove the container. Errors are reported but never stop the delete: a
@@ -26,7 +20,7 @@ pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString], config: &Path)
         return;
     };
     let force = items.iter().any(|item| {
-        matches!(item, crate::args::Item::Flag { name, value, .. }
+        matches!(item, crate::runc_argv::Item::Flag { name, value, .. }
             if name == "force" && value.as_deref().is_none_or(|v| v != "false"))
     });
     let root = state_dir::runc_root(root);
@@ -43,7 +37,7 @@ pub fn release(config: &Path, root: &Path, id: &str) {
         return;
     };
     // Staged bind sources first: they are mounts inside the directory.
-    crate::stage::release_quietly(root, id);
+    crate::sys::stage::release_quietly(root, id);
     if let Err(e) = vibe_hooks::remove_host_rules(id) {
         eprintln!("vibe-shim: delete: network: {e}");
     }

@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 
 use vibe_policy::Denial;
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error)]
 pub enum HostPathError {
     #[error("{0} is not absolute")]
     NotAbsolute(String),
@@ -26,8 +26,16 @@ pub enum HostPathError {
     NotAPidFile { path: String },
     #[error("{path} {reason}: its entries could change after the check")]
     Unsafe { path: String, reason: &'static str },
-    #[error("cannot resolve {path}: {reason}")]
-    Resolve { path: String, reason: String },
+    #[error("cannot resolve {path}: {source}")]
+    Resolve {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot resolve {path}: working directory: {source}")]
+    Cwd {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path} is outside {allowed}")]
     Outside { path: String, allowed: String },
 }
@@ -57,9 +65,9 @@ fn go_abs(value: &OsStr) -> Result<PathBuf, HostPathError> {
     if path.is_absolute() {
         return Ok(go_clean(path));
     }
-    let cwd = std::env::current_dir().map_err(|e| HostPathError::Resolve {
+    let cwd = std::env::current_dir().map_err(|source| HostPathError::Cwd {
         path: value.to_string_lossy().into_owned(),
-        reason: format!("working directory: {e}"),
+        source,
     })?;
     Ok(go_clean(&cwd.join(path)))
 }
@@ -77,9 +85,9 @@ fn root_only_chain(dir: &Path) -> Result<(), HostPathError> {
             path.push(parts[i - 1]);
         }
         let last = i == parts.len();
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| HostPathError::Resolve {
+        let meta = std::fs::symlink_metadata(&path).map_err(|source| HostPathError::Resolve {
             path: path.display().to_string(),
-            reason: e.to_string(),
+            source,
         })?;
         let unsafe_because = if !meta.file_type().is_dir() {
             Some("is not a directory")
@@ -101,9 +109,9 @@ fn root_only_chain(dir: &Path) -> Result<(), HostPathError> {
 }
 
 fn canonical(path: &Path) -> Result<PathBuf, HostPathError> {
-    std::fs::canonicalize(path).map_err(|e| HostPathError::Resolve {
+    std::fs::canonicalize(path).map_err(|source| HostPathError::Resolve {
         path: path.display().to_string(),
-        reason: e.to_string(),
+        source,
     })
 }
 
@@ -177,9 +185,9 @@ pub fn pid_file(value: &OsStr, bundle: Option<&Path>, dirs: &[PathBuf]) -> Resul
             }),
             Ok(_) => Ok(target),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(target),
-            Err(e) => Err(HostPathError::Resolve {
+            Err(source) => Err(HostPathError::Resolve {
                 path: target.display().to_string(),
-                reason: e.to_string(),
+                source,
             }),
         }
     })();

@@ -1,11 +1,14 @@
-//! The verbs vibe-shim enforces (create, run, restore, exec, update, start)
-//! and what they share; its own verbs are in `cli`.
+//! The verbs vibe-shim enforces (create, run, restore, exec, update, start,
+//! checkpoint), the cleanup before a passed-through `delete`, and what they
+//! share: the pipeline runs them, each action rewrites its verb's argv.
 
 pub mod checkpoint;
 pub mod create;
 pub mod delete;
 pub mod exec;
 pub mod host_paths;
+pub mod pipeline;
+pub mod profile;
 pub mod start;
 pub mod update;
 
@@ -14,7 +17,9 @@ use std::path::PathBuf;
 
 use vibe_policy::{Change, Denial, Policy, Refusal};
 
-use crate::host::RealHost;
+use crate::log;
+use crate::runc_argv::Invocation;
+use crate::sys::host::RealHost;
 
 /// Everything an enforced verb needs.
 pub struct Ctx {
@@ -71,4 +76,11 @@ pub fn min_private_fd(preserve_fds: Option<&OsString>) -> i32 {
         .unwrap_or(0)
         .clamp(0, 1 << 16);
     3 + preserved
+}
+
+/// Reports a refusal on stderr and in the `--log` file; the exit code is 1.
+pub fn fail(inv: &Invocation, denial: &Denial) -> i32 {
+    let log_path = inv.log.as_ref().map(PathBuf::from);
+    log::report(&denial.to_string(), log_path.as_deref(), inv.log_is_json());
+    1
 }

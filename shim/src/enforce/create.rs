@@ -8,14 +8,12 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use vibe_policy::runc::bundle::anchor_relative_paths;
 use vibe_policy::{enforce_create, CreateContext, Denial};
 
 use super::{host_paths, lossy, refusal, Ctx, Outcome};
-use crate::args::{
-    first_positional, flag_bool, flag_value, scan_verb, Edits, Item, CREATE_FLAGS, RESTORE_FLAGS,
-    RUN_FLAGS,
-};
-use crate::state_dir;
+use crate::runc_argv::{CreateArgs, Edits, Item};
+use crate::sys::state_dir;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
@@ -34,6 +32,13 @@ pub enum CreateError {
         path: String,
         source: std::io::Error,
     },
+    #[error("cannot write {path}: {source}")]
+    StateDir {
+        path: String,
+        source: state_dir::StateDirError,
+    },
+    #[error("cannot write {path}: a container with this id exists under this runc root")]
+    Exists { path: String },
     #[error("cannot find vibe-shim's own binary for the network hook: {0}")]
     OwnExe(std::io::Error),
     /// A key runc's Go decoder would read differently (vibe_policy::gojson).
@@ -55,21 +60,10 @@ impl CreateError {
     }
 }
 
-pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
-    let table = match verb {
-        "run" => RUN_FLAGS,
-        "restore" => RESTORE_FLAGS,
-        _ => CREATE_FLAGS,
-    };
-    let items = scan_verb(args, table, false);
-    let container_id = first_positional(&items)
-        .map(|v| lossy(v))
-        .unwrap_or_default();
-    // runc's default bundle is the current directory.
-    let bundle = flag_value(&items, "bundle")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let bundle = std::path::absolute(&bundle).unwrap_or(bundle);
+pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
+    let items = &parsed.items;
+    let container_id = lossy(&parsed.id);
+    let bundle = parsed.bundle.clone();
     let spec_path = bundle.join("config.json");
     let mut spec = match read_spec(&spec_path) {
         Ok(spec) => spec,
@@ -92,15 +86,15 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
         systemd_cgroup: ctx.systemd_cgroup,
     };
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
-        let pid_file = judge_runtime_flags(ctx, &items, &create.bundle)?;
+        let pid_file = judge_runtime_flags(ctx, parsed, &create.bundle)?;
         let release = release_hook(&ctx.config_path, &create.runc_root, &create.container_id)
             .map_err(|e| refusal(e.denial("hooks", Path::new("/proc/self/exe"))))?;
         let private =
             private_dir(&create).map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
         // Stage bind sources, then write what refers to them; undo both on
         // a failure, since runc never runs then.
-        let written =
-            crate::stage::binds(&ctx.policy, &ctx.host, &create, &mut rewrite).and_then(|()| {
+        let written = crate::sys::stage::binds(&ctx.policy, &ctx.host, &create, &mut rewrite)
+            .and_then(|()| {
                 // Only runc's copy: the engine's, fed back, must not carry it.
                 let mut judged = rewrite.document.clone();
                 add_poststop(&mut judged, release);
@@ -113,12 +107,12 @@ pub fn prepare(ctx: &Ctx, verb: &str, args: &[OsString]) -> Outcome {
                     .map_err(|e| refusal(e.denial("config.json", &spec_path)))
             });
         if let Err(refused) = written {
-            crate::stage::release_quietly(&create.runc_root, &create.container_id);
+            crate::sys::stage::release_quietly(&create.runc_root, &create.container_id);
             let _ = state_dir::remove(&private);
             return Err(refused);
         }
         Ok((
-            with_bundle(args, &items, &private, pid_file.as_deref()),
+            with_bundle(args, items, &private, pid_file.as_deref()),
             rewrite.changes,
         ))
     });
@@ -156,51 +150,26 @@ pub fn read_spec(path: &Path) -> Result<Value, CreateError> {
     })
 }
 
-/// runc resolves a relative `root.path` and relative bind sources against
-/// its bundle directory. runc gets our private directory as its bundle, so
-/// they are anchored to the engine's bundle first, as runc would have read
-/// them; the rules then judge absolute paths.
-pub fn anchor_relative_paths(spec: &mut Value, bundle: &Path) {
-    let anchor = |value: &mut Value| {
-        if let Some(path) = value.as_str().filter(|p| !p.starts_with('/')) {
-            *value = Value::from(bundle.join(path).to_string_lossy().into_owned());
-        }
-    };
-    if let Some(root) = spec.pointer_mut("/root/path") {
-        anchor(root);
-    }
-    let Some(Value::Array(mounts)) = spec.get_mut("mounts") else {
-        return;
-    };
-    for mount in mounts {
-        let bind = mount.get("type").and_then(Value::as_str) == Some("bind")
-            || vibe_policy::json::str_items(mount.get("options"))
-                .any(|o| o == "bind" || o == "rbind");
-        if let Some(source) = mount.get_mut("source").filter(|_| bind) {
-            anchor(source);
-        }
-    }
-}
-
 /// Makes vibe-shim's root-only directory for this container, empty, and
 /// returns it: it becomes the bundle runc gets, so nothing done to the
 /// engine's bundle after the check reaches runc.
 fn private_dir(create: &CreateContext) -> Result<PathBuf, CreateError> {
-    let fail = |path: &Path, reason: String| CreateError::Write {
-        path: path.display().to_string(),
-        source: std::io::Error::other(reason),
+    let fail = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| CreateError::StateDir { path, source }
     };
     let dir = state_dir::container_dir(&create.runc_root, &create.container_id)
-        .map_err(|e| fail(Path::new(state_dir::BASE), e.to_string()))?;
+        .map_err(fail(Path::new(state_dir::BASE)))?;
     if state_dir::container_exists(&create.runc_root, &create.container_id) {
         // runc would refuse too; our directory belongs to that container.
-        let reason = "a container with this id exists under this runc root";
-        return Err(fail(&dir, reason.into()));
+        return Err(CreateError::Exists {
+            path: dir.display().to_string(),
+        });
     }
     // Left by a container that was never deleted through vibe-shim.
-    crate::stage::release_quietly(&create.runc_root, &create.container_id);
-    state_dir::remove(&dir).map_err(|e| fail(&dir, e.to_string()))?;
-    state_dir::ensure_private(&dir).map_err(|e| fail(&dir, e.to_string()))?;
+    crate::sys::stage::release_quietly(&create.runc_root, &create.container_id);
+    state_dir::remove(&dir).map_err(fail(&dir))?;
+    state_dir::ensure_private(&dir).map_err(fail(&dir))?;
     Ok(dir)
 }
 
@@ -237,10 +206,10 @@ fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// by [`host_paths::pid_file`], whose resolved path runc then gets.
 fn judge_runtime_flags(
     ctx: &Ctx,
-    items: &[Item],
+    parsed: &CreateArgs,
     bundle: &Path,
 ) -> Result<Option<PathBuf>, vibe_policy::Refusal> {
-    if flag_bool(items, "no-pivot") == Some(true) && !ctx.policy.runtime.allow_no_pivot {
+    if parsed.no_pivot && !ctx.policy.runtime.allow_no_pivot {
         return Err(refusal(Denial::new(
             "no_pivot",
             "[runtime] allow_no_pivot",
@@ -248,7 +217,7 @@ fn judge_runtime_flags(
             "--no-pivot makes runc chroot instead of pivot_root: the host's mounts stay beneath the container's root",
         )));
     }
-    match flag_value(items, "pid-file").filter(|v| !v.is_empty()) {
+    match &parsed.pid_file {
         None => Ok(None),
         Some(value) => host_paths::pid_file(value, Some(bundle), &ctx.policy.runtime.pid_file_dirs)
             .map(Some)
@@ -397,6 +366,7 @@ pub fn write_atomically(path: &Path, doc: &Value) -> Result<(), CreateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runc_argv::{scan_verb, CREATE_FLAGS};
     use serde_json::json;
 
     #[test]

@@ -127,7 +127,7 @@ impl HostView for RealHost {
     }
 
     fn container_id_in_use(&self, runc_root: &Path, id: &str) -> bool {
-        crate::stage::container_id_in_use(runc_root, id)
+        crate::sys::stage::container_id_in_use(runc_root, id)
     }
 
     fn mount_fs_type(&self, path: &Path) -> Option<String> {
@@ -284,7 +284,7 @@ pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-// -- namespaces, root and cgroups (issue 8 item 6) --
+// -- namespaces, root and cgroups: what the rules compare a spec against --
 
 /// The part of runc's `state.json` that names the container's rootfs.
 #[derive(serde::Deserialize)]

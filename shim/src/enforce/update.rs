@@ -6,21 +6,17 @@
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 
-use serde_json::{json, Value};
-use vibe_policy::config::parse_size;
-use vibe_policy::rules::pids;
+use serde_json::Value;
+use vibe_policy::runc::update::{clamp_pids_flag, judge_resource_flags, FlagEdit, RESOURCE_FLAGS};
 use vibe_policy::{enforce_update, Change, Denial, Record, Refusal};
 
 use super::{lossy, refusal, Ctx, Outcome};
-use crate::args::{first_positional, scan_verb, Edits, Item, UPDATE_FLAGS};
-use crate::private_file::sealed_memfd;
+use crate::runc_argv::{Edits, Item, UpdateArgs};
+use crate::sys::memfd::sealed_memfd;
 
-pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
-    let items = scan_verb(args, UPDATE_FLAGS, false);
-    let container_id = first_positional(&items)
-        .map(|v| lossy(v))
-        .unwrap_or_default();
-    let result = rewrite(ctx, args, &items, &mut std::io::stdin().lock());
+pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &UpdateArgs) -> Outcome {
+    let container_id = lossy(&parsed.id);
+    let result = rewrite(ctx, args, &parsed.items, &mut std::io::stdin().lock());
     Outcome {
         container_id,
         result,
@@ -75,96 +71,36 @@ fn rewrite(
     Ok((edits.apply(args), changes))
 }
 
-/// runc's memory and CPU flags: (flag, section, field, a size like `64m`).
-const RESOURCE_FLAGS: &[(&str, &str, &str, bool)] = &[
-    ("memory", "memory", "limit", true),
-    ("memory-swap", "memory", "swap", true),
-    ("memory-reservation", "memory", "reservation", true),
-    ("cpu-quota", "cpu", "quota", false),
-    ("cpu-period", "cpu", "period", false),
-    ("cpu-share", "cpu", "shares", false),
-    ("kernel-memory-tcp", "memory", "kernelTCP", true),
-];
-
-/// The memory and CPU flags (used by runc when `--resources` is absent) go
-/// through the same update rules as a `--resources` document: the flags
-/// are read as runc reads them into that document, judged, and each
-/// changed value written back as plain numbers. A flag the rules add (the
-/// period that goes with a quota) is put before the container id.
-/// `--kernel-memory` is left: v1 charges kernel memory to `--memory` too.
-/// runc ignores `--kernel-memory-tcp` (the create hook set the bound); it is
-/// clamped all the same, so a runc that wrote it writes no more.
+/// The memory and CPU flags, judged as the resources document runc builds
+/// from them (`vibe_policy::runc::update`): only the last of each reaches
+/// runc, and a flag the rules add is put before the container id.
 fn clamp_resource_flags(
     ctx: &Ctx,
     items: &[Item],
     edits: &mut Edits,
 ) -> Result<Vec<Change>, Refusal> {
-    let mut doc = json!({});
     let mut given = Vec::new();
-    for &(flag, section, field, size) in RESOURCE_FLAGS {
-        let Some((item, text)) = edits.keep_last_flag(items, flag) else {
-            continue;
-        };
-        let text = lossy(&text);
-        let value = flag_number(&text, size).ok_or_else(|| {
-            refusal(Denial::new(
-                "resources",
-                format!("--{flag}"),
-                text.clone(),
-                "not a number vibe-shim can judge",
-            ))
-        })?;
-        doc[section][field] = value;
-        given.push((flag, section, field, item, text));
-    }
-    if given.is_empty() {
-        return Ok(Vec::new());
-    }
-    let judged = enforce_update(&doc, &ctx.policy, &ctx.host)?.document;
-    let mut rec = Record::default();
-    for &(flag, section, field, _) in RESOURCE_FLAGS {
-        let after = &judged[section][field];
-        if after.is_null() {
-            continue;
+    let mut last = Vec::new();
+    for &(flag, ..) in RESOURCE_FLAGS {
+        if let Some((item, text)) = edits.keep_last_flag(items, flag) {
+            given.push((flag, lossy(&text)));
+            last.push((flag, item));
         }
-        let new_text = after.to_string();
-        match given.iter().find(|g| g.0 == flag) {
-            Some((_, _, _, item, text)) => {
-                if doc[section][field] != *after {
-                    edits.set_flag_value(item, OsStr::new(&new_text));
-                    rec.change(
-                        "resources",
-                        format!("--{flag}"),
-                        json!(text),
-                        json!(new_text),
-                    );
+    }
+    let (flag_edits, changes) = judge_resource_flags(&given, &ctx.policy, &ctx.host)?;
+    for edit in flag_edits {
+        match edit {
+            FlagEdit::Set { flag, value } => {
+                if let Some((_, item)) = last.iter().find(|(f, _)| *f == flag) {
+                    edits.set_flag_value(item, OsStr::new(&value));
                 }
             }
-            None => {
-                edits.prepend([OsString::from(format!("--{flag}={new_text}"))]);
-                rec.change(
-                    "resources",
-                    format!("--{flag}"),
-                    Value::Null,
-                    json!(new_text),
-                );
+            FlagEdit::Add { flag, value } => {
+                edits.prepend([OsString::from(format!("--{flag}={value}"))]);
             }
         }
     }
-    Ok(rec.changes)
-}
-
-/// A flag value as runc parses it: `-1` or a size (`64m`) for memory,
-/// an integer for CPU. `None` where vibe-shim's reading could differ.
-fn flag_number(text: &str, size: bool) -> Option<Value> {
-    let text = text.trim();
-    if size && text != "-1" {
-        return parse_size(text).map(Value::from);
-    }
-    text.parse::<i64>()
-        .ok()
-        .map(Value::from)
-        .or_else(|| text.parse::<u64>().ok().map(Value::from))
+    Ok(changes)
 }
 
 fn read_resources(source: &OsStr, stdin: &mut dyn Read) -> std::io::Result<Vec<u8>> {
@@ -177,9 +113,8 @@ fn read_resources(source: &OsStr, stdin: &mut dyn Read) -> std::io::Result<Vec<u
     }
 }
 
-/// runc treats `--pids-limit` 0 as "no change" and negative as unlimited;
-/// the policy's clamp turns both (and anything above the maximum) into the
-/// maximum, which is always within policy.
+/// Every `--pids-limit` given gets the policy's clamp
+/// (`vibe_policy::runc::update::clamp_pids_flag`).
 fn clamp_pids_flags(max: i64, items: &[Item], edits: &mut Edits, rec: &mut Record) {
     for item in items {
         let Item::Flag { name, value, .. } = item else {
@@ -189,11 +124,8 @@ fn clamp_pids_flags(max: i64, items: &[Item], edits: &mut Edits, rec: &mut Recor
             continue;
         }
         let text = value.as_deref().map(lossy).unwrap_or_default();
-        let requested = text.trim().parse::<i64>().ok();
-        let clamped = pids::clamp(requested, max);
-        if requested != Some(clamped) {
+        if let Some(clamped) = clamp_pids_flag(&text, max, rec) {
             edits.set_flag_value(item, OsStr::new(&clamped.to_string()));
-            rec.change("pids", "--pids-limit", json!(text), json!(clamped));
         }
     }
 }
@@ -201,7 +133,9 @@ fn clamp_pids_flags(max: i64, items: &[Item], edits: &mut Edits, rec: &mut Recor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::RealHost;
+    use crate::runc_argv::{scan_verb, UPDATE_FLAGS};
+    use crate::sys::host::RealHost;
+    use serde_json::json;
     use vibe_policy::Policy;
 
     fn ctx() -> Ctx {

@@ -7,14 +7,14 @@
 //! (the start check reads the network table of the policy it was made
 //! under). No profile: the main policy, as before.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use vibe_policy::{Denial, Policy};
 
-use crate::args::{classify_verb, first_positional, flag_value};
-use crate::host::RealHost;
-use crate::{policy_file, state_dir};
+use crate::policy_file;
+use crate::runc_argv::Enforced;
+use crate::sys::host::RealHost;
+use crate::sys::state_dir;
 
 /// File in the container's private directory naming the profile's policy.
 const RECORD: &str = "profile";
@@ -32,6 +32,11 @@ pub enum ProfileError {
     Record {
         path: String,
         source: std::io::Error,
+    },
+    #[error("cannot record the profile in {path}: {source}")]
+    RecordDir {
+        path: &'static str,
+        source: state_dir::StateDirError,
     },
     #[error("cannot read the recorded profile {path}: {source}")]
     Recorded {
@@ -54,12 +59,11 @@ pub struct Chosen {
     pub profile: Option<String>,
 }
 
-/// Picks the policy for `verb`: a profile selected by the bundle (create,
-/// run, restore), the one recorded at create (start, exec, update), or
-/// the main policy.
+/// Picks the policy for an enforced verb: a profile selected by the
+/// bundle (create, run, restore), the one recorded at create (start, exec,
+/// update), or the main policy.
 pub fn choose(
-    verb: &str,
-    args: &[OsString],
+    argv: &Enforced,
     runc_root: Option<&std::ffi::OsStr>,
     config_path: PathBuf,
     policy: Policy,
@@ -69,21 +73,14 @@ pub fn choose(
         policy,
         profile: None,
     };
-    let Ok(items) = classify_verb(verb, args) else {
-        return Ok(main(config_path, policy));
-    };
-    match verb {
-        "create" | "run" | "restore" => {
+    match argv {
+        Enforced::Create(create) => {
             if policy.profiles.is_empty() {
                 return Ok(main(config_path, policy));
             }
-            // runc's default bundle is the current directory.
-            let bundle = flag_value(&items, "bundle")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("."));
-            let bundle = std::path::absolute(&bundle).unwrap_or(bundle);
             let selected =
-                vibe_policy::profiles::select(&policy.profiles, &bundle, &RealHost::new()).cloned();
+                vibe_policy::profiles::select(&policy.profiles, &create.bundle, &RealHost::new())
+                    .cloned();
             match selected {
                 None => Ok(main(config_path, policy)),
                 Some(p) => {
@@ -92,8 +89,8 @@ pub fn choose(
                 }
             }
         }
-        "start" | "exec" | "update" => {
-            let Some(id) = first_positional(&items).and_then(|id| id.to_str()) else {
+        Enforced::Start(_) | Enforced::Exec(_) | Enforced::Update(_) => {
+            let Some(id) = argv.id().to_str() else {
                 return Ok(main(config_path, policy));
             };
             let root = state_dir::runc_root(runc_root);
@@ -105,7 +102,7 @@ pub fn choose(
                 Some((name, path)) => load(&name, path),
             }
         }
-        _ => Ok(main(config_path, policy)),
+        Enforced::Checkpoint(_) => Ok(main(config_path, policy)),
     }
 }
 
@@ -145,11 +142,9 @@ pub fn record(
         path: path.display().to_string(),
         source,
     };
-    let dir = state_dir::container_dir(&root, id).map_err(|e| {
-        fail(
-            Path::new(state_dir::BASE),
-            std::io::Error::other(e.to_string()),
-        )
+    let dir = state_dir::container_dir(&root, id).map_err(|source| ProfileError::RecordDir {
+        path: state_dir::BASE,
+        source,
     })?;
     let path = dir.join(RECORD);
     let text = format!("{name}\n{}\n", config_path.display());
@@ -203,13 +198,13 @@ mod tests {
 
     #[test]
     fn no_profiles_keeps_the_main_policy() {
-        let args: Vec<OsString> = ["--bundle", "/x", "c1"]
+        let args: Vec<std::ffi::OsString> = ["--bundle", "/x", "c1"]
             .iter()
-            .map(OsString::from)
+            .map(std::ffi::OsString::from)
             .collect();
+        let items = crate::runc_argv::classify_verb("create", &args).unwrap();
         let chosen = choose(
-            "create",
-            &args,
+            &Enforced::from_items("create", items),
             None,
             "/etc/vibe-shim/config.toml".into(),
             Policy::default(),

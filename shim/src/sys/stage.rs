@@ -32,7 +32,7 @@ use serde_json::Value;
 use vibe_policy::rules::binds::{pins, Pin, PinKind};
 use vibe_policy::{CreateContext, Denial, HostView, Policy, Refusal, Rewrite};
 
-use crate::state_dir::{self, StateDirError};
+use crate::sys::state_dir::{self, StateDirError};
 
 const RULE: &str = "binds";
 /// Stacked mounts on one staging point are unmounted up to this many times.

@@ -13,15 +13,14 @@
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::Value;
+use vibe_policy::runc::process::{get_process, ExecFlags};
 use vibe_policy::{Change, Denial, Refusal};
 
 use super::{lossy, min_private_fd, refusal, Ctx, Outcome};
-use crate::args::{
-    flag_bool, flag_value, flag_values, parse_go_int64, positionals, scan_verb, Item, EXEC_FLAGS,
-};
-use crate::private_file::sealed_memfd;
-use crate::state_dir;
+use crate::runc_argv::{ExecArgs, Item};
+use crate::sys::memfd::sealed_memfd;
+use crate::sys::state_dir;
 
 /// runc exec flags that only say how to run the process, not what it is;
 /// they are handed on as given (`--pid-file` judged and resolved, see
@@ -35,12 +34,22 @@ const KEPT_FLAGS: &[&str] = &[
     "ignore-paused",
 ];
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error("container was not created through vibe-shim (no judged spec at {0})")]
     NotOurs(String),
-    #[error("cannot read the container's judged spec {path}: {reason}")]
-    Judged { path: String, reason: String },
+    #[error("cannot read the container's judged spec {path}: {source}")]
+    JudgedRead {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot read the container's judged spec {path}: {source}")]
+    JudgedJson {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("cannot read the container's judged spec {path}: it has no process object")]
+    JudgedNoProcess { path: String },
     #[error("not UTF-8; a process JSON cannot carry it")]
     NotUtf8,
     #[error("runc would fail: {0}")]
@@ -49,14 +58,10 @@ pub enum ExecError {
     CgroupEscape,
 }
 
-pub fn prepare(ctx: &Ctx, args: &[OsString]) -> Outcome {
-    let items = scan_verb(args, EXEC_FLAGS, true);
-    let container_id = positionals(&items)
-        .first()
-        .map(|v| lossy(v))
-        .unwrap_or_default();
+pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &ExecArgs) -> Outcome {
+    let container_id = lossy(&parsed.id);
     let result = judged_spec(ctx, &container_id)
-        .and_then(|container| rewrite(ctx, args, &items, &container_id, &container));
+        .and_then(|container| rewrite(ctx, args, parsed, &container_id, &container));
     Outcome {
         container_id,
         result,
@@ -87,33 +92,38 @@ fn judged_spec(ctx: &Ctx, id: &str) -> Result<Value, Refusal> {
 }
 
 fn read_judged_spec(path: &Path) -> Result<Value, ExecError> {
-    let judged = |reason: String| ExecError::Judged {
-        path: path.display().to_string(),
-        reason,
-    };
+    let shown = || path.display().to_string();
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ExecError::NotOurs(path.display().to_string()))
+            return Err(ExecError::NotOurs(shown()))
         }
-        Err(e) => return Err(judged(e.to_string())),
+        Err(source) => {
+            return Err(ExecError::JudgedRead {
+                path: shown(),
+                source,
+            })
+        }
     };
-    let spec: Value = serde_json::from_slice(&bytes).map_err(|e| judged(e.to_string()))?;
+    let spec: Value = serde_json::from_slice(&bytes).map_err(|source| ExecError::JudgedJson {
+        path: shown(),
+        source,
+    })?;
     match spec.get("process") {
         Some(Value::Object(_)) => Ok(spec),
-        _ => Err(judged("it has no process object".into())),
+        _ => Err(ExecError::JudgedNoProcess { path: shown() }),
     }
 }
 
 fn rewrite(
     ctx: &Ctx,
     args: &[OsString],
-    items: &[Item],
+    parsed: &ExecArgs,
     id: &str,
     container: &Value,
 ) -> Result<(Vec<OsString>, Vec<Change>), Refusal> {
-    check_cgroups(items)?;
-    let pid_file = match flag_value(items, "pid-file").filter(|v| !v.is_empty()) {
+    check_cgroups(&parsed.cgroups)?;
+    let pid_file = match &parsed.pid_file {
         Some(value) => {
             let root = state_dir::runc_root(ctx.root.as_deref());
             let bundle = state_dir::container_dir(&root, id)
@@ -124,10 +134,10 @@ fn rewrite(
         }
         None => None,
     };
-    let process = match flag_value(items, "process").filter(|p| !p.is_empty()) {
+    let process = match &parsed.process {
         Some(path) => read_process_file(path)?,
         None => {
-            let flags = ExecFlags::from_items(items)?;
+            let flags = exec_flags(parsed)?;
             get_process(&container["process"], &flags).map_err(|e| {
                 refusal(Denial::new(
                     "exec",
@@ -142,9 +152,9 @@ fn rewrite(
     let denial = |reason: String| refusal(Denial::new("exec", "--process", "", reason));
     let out = serde_json::to_vec(&rewrite.document)
         .map_err(|e| denial(format!("cannot serialise process: {e}")))?;
-    let min_fd = min_private_fd(flag_value(items, "preserve-fds"));
+    let min_fd = min_private_fd(parsed.preserve_fds.as_ref());
     let path = sealed_memfd(&out, min_fd).map_err(|e| denial(e.to_string()))?;
-    let mut out = runc_args(args, items, &path, id);
+    let mut out = runc_args(args, &parsed.items, &path, id);
     if let Some(pid_file) = pid_file {
         let at = out.len() - 2;
         out.splice(
@@ -190,8 +200,8 @@ fn read_process_file(path: &OsStr) -> Result<Value, Refusal> {
 
 /// `--cgroup [CONTROLLERS:]PATH` (runc joins PATH to the container's
 /// cgroup and checks only a string prefix): no `..`, so it stays below.
-fn check_cgroups(items: &[Item]) -> Result<(), Refusal> {
-    for value in flag_values(items, "cgroup") {
+fn check_cgroups(cgroups: &[OsString]) -> Result<(), Refusal> {
+    for value in cgroups {
         let denial =
             |e: ExecError| refusal(Denial::new("exec", "--cgroup", lossy(value), e.to_string()));
         let text = value.to_str().ok_or_else(|| denial(ExecError::NotUtf8))?;
@@ -209,170 +219,47 @@ fn check_cgroups(items: &[Item]) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The flags `getProcess` reads, as urfave/cli hands them to it.
-#[derive(Debug, Default, PartialEq)]
-pub struct ExecFlags {
-    pub args: Vec<String>,
-    pub cwd: String,
-    pub apparmor: String,
-    pub process_label: String,
-    pub caps: Vec<String>,
-    pub env: Vec<String>,
-    pub tty: bool,
-    /// `IsSet("no-new-privs")`: only then does it override the spec.
-    pub no_new_privs: Option<bool>,
-    pub user: String,
-    pub additional_gids: Vec<i64>,
-}
-
-impl ExecFlags {
-    fn from_items(items: &[Item]) -> Result<ExecFlags, Refusal> {
-        let text = |flag: &str, value: &OsStr| -> Result<String, Refusal> {
-            value.to_str().map(str::to_string).ok_or_else(|| {
-                refusal(Denial::new(
-                    "exec",
-                    format!("--{flag}"),
-                    lossy(value),
-                    ExecError::NotUtf8.to_string(),
-                ))
-            })
-        };
-        let last = |flag: &str| -> Result<String, Refusal> {
-            flag_value(items, flag).map_or(Ok(String::new()), |v| text(flag, v))
-        };
-        let all = |flag: &str| -> Result<Vec<String>, Refusal> {
-            flag_values(items, flag)
-                .into_iter()
-                .map(|v| text(flag, v))
-                .collect()
-        };
-        let args = positionals(items)
-            .into_iter()
-            .skip(1)
-            .map(|v| text("args", v))
-            .collect::<Result<_, _>>()?;
-        Ok(ExecFlags {
-            args,
-            cwd: last("cwd")?,
-            apparmor: last("apparmor")?,
-            process_label: last("process-label")?,
-            caps: all("cap")?,
-            env: all("env")?,
-            tty: flag_bool(items, "tty").unwrap_or(false),
-            no_new_privs: flag_bool(items, "no-new-privs"),
-            user: last("user")?,
-            // Classified already: every value parses (strconv.ParseInt base 10).
-            additional_gids: flag_values(items, "additional-gids")
-                .into_iter()
-                .filter_map(|v| parse_go_int64(v))
-                .collect(),
+/// The flags `getProcess` reads, from exec's classified argv; a value
+/// that is not UTF-8 is refused (a process JSON cannot carry it).
+fn exec_flags(parsed: &ExecArgs) -> Result<ExecFlags, Refusal> {
+    let text = |flag: &str, value: &OsStr| -> Result<String, Refusal> {
+        value.to_str().map(str::to_string).ok_or_else(|| {
+            refusal(Denial::new(
+                "exec",
+                format!("--{flag}"),
+                lossy(value),
+                ExecError::NotUtf8.to_string(),
+            ))
         })
-    }
-}
-
-/// Go's `strconv.Atoi` (64-bit) then `uint32(...)`: out-of-range ids wrap,
-/// so `4294967296` is uid 0, exactly as runc computes it.
-fn go_atoi_u32(text: &str, what: &str) -> Result<u32, ExecError> {
-    let n: i64 = text
-        .parse()
-        .map_err(|_| ExecError::Runc(format!("bad {what}: {text:?}")))?;
-    Ok(n as u32)
-}
-
-/// An array member of a JSON object, created if absent or null (Go's
-/// `append` on a nil slice).
-fn array_at<'a>(object: &'a mut Value, key: &str) -> Result<&'a mut Vec<Value>, ExecError> {
-    let map = object
-        .as_object_mut()
-        .ok_or_else(|| ExecError::Runc(format!("{key}: parent is not an object")))?;
-    let slot = map.entry(key.to_string()).or_insert(Value::Null);
-    if slot.is_null() {
-        *slot = json!([]);
-    }
-    slot.as_array_mut()
-        .ok_or_else(|| ExecError::Runc(format!("{key} is not an array")))
-}
-
-/// runc's `getProcess` without `--process` (exec.go, runc 1.1-1.3): the
-/// container's process with the flags applied. Where versions differ,
-/// 1.2+ is followed: `--cap` reaches ambient only if the spec has an
-/// inheritable set (1.1 always added it, and then failed to raise it).
-pub fn get_process(container: &Value, flags: &ExecFlags) -> Result<Value, ExecError> {
-    let mut p = container.clone();
-    if !p.is_object() {
-        return Err(ExecError::Runc("the spec has no process".into()));
-    }
-    if flags.args.is_empty() {
-        return Err(ExecError::Runc("exec args cannot be empty".into()));
-    }
-    p["args"] = json!(flags.args);
-    if !flags.cwd.is_empty() {
-        p["cwd"] = json!(flags.cwd);
-    }
-    if !flags.apparmor.is_empty() {
-        p["apparmorProfile"] = json!(flags.apparmor);
-    }
-    if !flags.process_label.is_empty() {
-        p["selinuxLabel"] = json!(flags.process_label);
-    }
-    if !flags.caps.is_empty() {
-        let caps = match p.get_mut("capabilities") {
-            Some(caps @ Value::Object(_)) => caps,
-            // Go dereferences a nil *LinuxCapabilities here and panics.
-            _ => {
-                return Err(ExecError::Runc(
-                    "--cap on a process without capabilities".into(),
-                ))
-            }
-        };
-        let ambient = caps.get("inheritable").is_some_and(|v| !v.is_null());
-        for cap in &flags.caps {
-            for set in ["bounding", "effective", "permitted"] {
-                array_at(caps, set)?.push(json!(cap));
-            }
-            if ambient {
-                array_at(caps, "ambient")?.push(json!(cap));
-            }
-        }
-    }
-    array_at(&mut p, "env")?.extend(flags.env.iter().map(|e| json!(e)));
-    p["terminal"] = json!(flags.tty);
-    if let Some(nnp) = flags.no_new_privs {
-        p["noNewPrivileges"] = json!(nnp);
-    }
-    if !flags.user.is_empty() || !flags.additional_gids.is_empty() {
-        if p.get("user").is_none_or(Value::is_null) {
-            p["user"] = json!({});
-        }
-        if !p["user"].is_object() {
-            return Err(ExecError::Runc("user is not an object".into()));
-        }
-    }
-    if !flags.user.is_empty() {
-        let (uid, gid) = match flags.user.split_once(':') {
-            Some((uid, gid)) => (uid, Some(gid)),
-            None => (flags.user.as_str(), None),
-        };
-        if let Some(gid) = gid {
-            p["user"]["gid"] = json!(go_atoi_u32(gid, "gid")?);
-        }
-        p["user"]["uid"] = json!(go_atoi_u32(uid, "uid")?);
-    }
-    for &gid in &flags.additional_gids {
-        if gid < 0 {
-            return Err(ExecError::Runc(format!(
-                "additional-gids must be a positive number {gid}"
-            )));
-        }
-        array_at(&mut p["user"], "additionalGids")?.push(json!(gid as u32));
-    }
-    Ok(p)
+    };
+    let last = |flag: &str, value: &Option<OsString>| -> Result<String, Refusal> {
+        value
+            .as_deref()
+            .map_or(Ok(String::new()), |v| text(flag, v))
+    };
+    let all = |flag: &str, values: &[OsString]| -> Result<Vec<String>, Refusal> {
+        values.iter().map(|v| text(flag, v)).collect()
+    };
+    let args = all("args", &parsed.command)?;
+    Ok(ExecFlags {
+        args,
+        cwd: last("cwd", &parsed.cwd)?,
+        apparmor: last("apparmor", &parsed.apparmor)?,
+        process_label: last("process-label", &parsed.process_label)?,
+        caps: all("cap", &parsed.caps)?,
+        env: all("env", &parsed.env)?,
+        tty: parsed.tty,
+        no_new_privs: parsed.no_new_privs,
+        user: last("user", &parsed.user)?,
+        additional_gids: parsed.additional_gids.clone(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::classify_verb;
+    use crate::runc_argv::classify_verb;
+    use serde_json::json;
     use vibe_policy::Policy;
 
     fn os(args: &[&str]) -> Vec<OsString> {
@@ -381,30 +268,34 @@ mod tests {
 
     fn flags(args: &[&str]) -> ExecFlags {
         let items = classify_verb("exec", &os(args)).unwrap();
-        ExecFlags::from_items(&items).unwrap()
+        exec_flags(&ExecArgs::from_items(items)).unwrap()
     }
 
-    /// The process of a Docker 20.10 container as judged by the default
-    /// policy (no capabilities, nnp, no secret).
+    /// A container's process as the default policy judged it (no
+    /// capabilities, nnp, no secret): what these execs start from.
     fn judged() -> Value {
+        let no_caps = [
+            "bounding",
+            "effective",
+            "inheritable",
+            "permitted",
+            "ambient",
+        ]
+        .map(|set| (set.to_string(), json!([])));
         json!({
             "user": {"uid": 1000, "gid": 1000},
             "args": ["sleep", "1000"],
             "env": ["PATH=/usr/bin:/bin", "HOME=/home/u"],
             "cwd": "/work",
-            "capabilities": {
-                "bounding": [], "effective": [], "inheritable": [],
-                "permitted": [], "ambient": []
-            },
+            "capabilities": serde_json::Map::from_iter(no_caps),
             "noNewPrivileges": true,
-            "apparmorProfile": "docker-default",
-            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
-            "oomScoreAdj": 0
+            "apparmorProfile": "docker-default"
         })
     }
 
     #[test]
-    fn get_process_applies_flags_like_runc() {
+    fn exec_flags_read_argv_as_runc_hands_it_to_get_process() {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let f = flags(&[
             "-e",
             "A=1",
@@ -425,73 +316,22 @@ mod tests {
             "-c",
             "id",
         ]);
-        assert!(f.args == ["sh", "-c", "id"]);
-        let p = get_process(&judged(), &f);
+        assert_eq!(f.args, ["sh", "-c", "id"]);
+        assert_eq!((f.cwd.as_str(), f.user.as_str()), ("/tmp", "5:6"));
+        assert_eq!(f.caps, strings(&["CAP_CHOWN"]));
+        assert_eq!(f.env, strings(&["A=1", "B=2"]));
+        assert_eq!((f.tty, f.no_new_privs), (true, Some(false)));
+        assert_eq!(f.additional_gids, [7]);
+        assert!(f.apparmor.is_empty() && f.process_label.is_empty());
         // -e and --env are two forms of one flag: runc refuses that.
         assert!(classify_verb("exec", &os(&["-e", "A=1", "--env", "B", "c", "x"])).is_err());
-        let p = p.unwrap();
-        assert_eq!(p["args"], json!(["sh", "-c", "id"]));
+        // `--tty=false` and an empty --cwd are what runc reads as unset.
+        let f = flags(&["--tty=false", "--cwd=", "-u=-1:+2", "ctr", "x"]);
         assert_eq!(
-            p["env"],
-            json!(["PATH=/usr/bin:/bin", "HOME=/home/u", "A=1", "B=2"])
+            (f.tty, f.cwd.as_str(), f.user.as_str()),
+            (false, "", "-1:+2")
         );
-        assert_eq!(p["cwd"], "/tmp");
-        assert_eq!(p["terminal"], true);
-        assert_eq!(
-            p["user"],
-            json!({"uid": 5, "gid": 6, "additionalGids": [7]})
-        );
-        assert_eq!(p["noNewPrivileges"], false);
-        for set in ["bounding", "effective", "permitted", "ambient"] {
-            assert_eq!(p["capabilities"][set], json!(["CAP_CHOWN"]), "{set}");
-        }
-        assert_eq!(p["capabilities"]["inheritable"], json!([]));
-        // Untouched: everything the flags don't name.
-        assert_eq!(p["rlimits"], judged()["rlimits"]);
-        assert_eq!(p["apparmorProfile"], "docker-default");
-    }
-
-    #[test]
-    fn get_process_defaults_and_go_integer_quirks() {
-        let p = get_process(&judged(), &flags(&["ctr", "true"])).unwrap();
-        let mut want = judged();
-        want["args"] = json!(["true"]);
-        want["terminal"] = json!(false);
-        assert_eq!(p, want);
-        // Atoi then uint32: 4294967296 wraps to uid 0, as in runc.
-        let p = get_process(&judged(), &flags(&["-u", "4294967296", "ctr", "id"])).unwrap();
-        assert_eq!(p["user"]["uid"], 0);
-        assert_eq!(p["user"]["gid"], 1000);
-        let p = get_process(&judged(), &flags(&["-u=-1:+2", "ctr", "id"])).unwrap();
-        assert_eq!(p["user"], json!({"uid": u32::MAX, "gid": 2}));
-        for bad in [
-            &["-u", "0:", "c", "x"][..],
-            &["-u", "root", "c", "x"],
-            &["-g", "-1", "c", "x"],
-        ] {
-            assert!(get_process(&judged(), &flags(bad)).is_err(), "{bad:?}");
-        }
-        // `--tty=false` and an empty --cwd change nothing.
-        let p = get_process(&judged(), &flags(&["--tty=false", "--cwd=", "ctr", "x"])).unwrap();
-        assert_eq!(
-            (p["terminal"].clone(), p["cwd"].clone()),
-            (json!(false), json!("/work"))
-        );
-    }
-
-    #[test]
-    fn cap_without_inheritable_skips_ambient_and_nil_caps_fail() {
-        let mut container = judged();
-        container["capabilities"] = json!({"bounding": ["CAP_KILL"]});
-        let p = get_process(&container, &flags(&["-c", "CAP_CHOWN", "ctr", "x"])).unwrap();
-        assert_eq!(
-            p["capabilities"]["bounding"],
-            json!(["CAP_KILL", "CAP_CHOWN"])
-        );
-        assert_eq!(p["capabilities"]["permitted"], json!(["CAP_CHOWN"]));
-        assert!(p["capabilities"].get("ambient").is_none());
-        container.as_object_mut().unwrap().remove("capabilities");
-        assert!(get_process(&container, &flags(&["-c", "CAP_CHOWN", "ctr", "x"])).is_err());
+        assert_eq!(flags(&["-g", "-1", "c", "x"]).additional_gids, [-1]);
     }
 
     fn ctx(policy: Policy) -> Ctx {
@@ -501,7 +341,7 @@ mod tests {
             runtime: "/usr/sbin/runc".into(),
             root: None,
             systemd_cgroup: false,
-            host: crate::host::RealHost::new(),
+            host: crate::sys::host::RealHost::new(),
         }
     }
 
@@ -511,10 +351,10 @@ mod tests {
         container: &Value,
     ) -> Result<(Vec<String>, Value), Refusal> {
         let args = os(args);
-        let items = classify_verb("exec", &args).unwrap();
-        let id = positionals(&items)[0].to_str().unwrap().to_string();
+        let parsed = ExecArgs::from_items(classify_verb("exec", &args).unwrap());
+        let id = parsed.id.to_str().unwrap().to_string();
         let spec = json!({ "process": container });
-        let (out, _) = rewrite(&ctx(policy), &args, &items, &id, &spec)?;
+        let (out, _) = rewrite(&ctx(policy), &args, &parsed, &id, &spec)?;
         let out: Vec<String> = out.iter().map(|a| lossy(a)).collect();
         let process = serde_json::from_slice(&std::fs::read(&out[1]).unwrap()).unwrap();
         Ok((out, process))

@@ -1,0 +1,8 @@
+//! What touches the host for the enforced verbs: the real [`host::RealHost`]
+//! the rules read, the staging of bind sources, vibe-shim's per-container
+//! state directory, and the sealed memfds runc reads rewritten JSON from.
+
+pub mod host;
+pub mod memfd;
+pub mod stage;
+pub mod state_dir;
