@@ -962,7 +962,7 @@ impl Policy {
         }
         for (index, entry) in self.filesystem.tmpfs.iter().enumerate() {
             let dir = &entry.path;
-            let clean = |p: &Path| crate::json::clean_path(&p.to_string_lossy()).into_owned();
+            let clean = |p: &Path| crate::lang::json::clean_path(&p.to_string_lossy()).into_owned();
             // Cleaned: "/tmp/.." would be a tmpfs over the whole root.
             if !dir.is_absolute() || clean(dir) == "/" {
                 return Err(invalid(
@@ -1055,8 +1055,7 @@ impl Policy {
                 "resolvers only apply with dns = true".into(),
             ));
         }
-        crate::egress::hosts::validate(&self.network)
-            .map_err(|(key, message)| invalid(key, message))?;
+        validate_network(&self.network).map_err(|(key, message)| invalid(key, message))?;
         self.hooks
             .validate()
             .map_err(|(key, message)| invalid(key, message))?;
@@ -1073,7 +1072,7 @@ impl Policy {
 impl HooksSection {
     /// Checks paths and patterns; the error names the key.
     pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
-        use crate::rules::client_hooks::{check_env_pattern, check_pattern};
+        use crate::lang::pattern::{check_env_pattern, check_pattern};
         for dir in &self.oci_hooks_dirs {
             if !dir.is_absolute() {
                 return Err((
@@ -1084,7 +1083,7 @@ impl HooksSection {
         }
         for allow in &self.allow {
             let path = allow.path.to_string_lossy();
-            if crate::json::clean_path(&path) != path || !allow.path.is_absolute() {
+            if crate::lang::json::clean_path(&path) != path || !allow.path.is_absolute() {
                 return Err((
                     "hooks.allow.path",
                     format!("{path} must be an absolute, clean path"),
@@ -1192,6 +1191,44 @@ pub fn normalise_capability(name: &str) -> Option<String> {
 
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Checks `hosts`, `ports` and `enforce` of `[network]`; the error names
+/// the key.
+pub(crate) fn validate_network(net: &NetworkSection) -> Result<(), (&'static str, String)> {
+    let defaults = NetworkSection::default();
+    if net.mode != NetworkMode::Proxy {
+        if !net.hosts.is_empty() {
+            return Err(("network.hosts", "only applies with mode \"proxy\"".into()));
+        }
+        if net.ports != defaults.ports {
+            return Err(("network.ports", "only applies with mode \"proxy\"".into()));
+        }
+        if net.enforce != defaults.enforce {
+            return Err(("network.enforce", "only applies with mode \"proxy\"".into()));
+        }
+        return Ok(());
+    }
+    for entry in &net.hosts {
+        entry
+            .parse::<crate::lang::hosts::HostPattern>()
+            .map_err(|e| ("network.hosts", e))?;
+    }
+    if net.enforce && net.hosts.is_empty() {
+        return Err((
+            "network.hosts",
+            "mode \"proxy\" needs at least one entry (use mode \"none\" for no egress, or enforce = false to learn what is needed)".into(),
+        ));
+    }
+    for (i, port) in net.ports.iter().enumerate() {
+        if *port == 0 {
+            return Err(("network.ports", "ports are 1-65535".into()));
+        }
+        if net.ports[..i].contains(port) {
+            return Err(("network.ports", format!("port {port} listed twice")));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -110,13 +110,13 @@ pub const SPEC_RULES: &[SpecRule] = &[
 ];
 
 fn apply_process_rules(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
-    let process = crate::json::object_at(spec, "process");
+    let process = crate::lang::json::object_at(spec, "process");
     let mut process_value = Value::Object(std::mem::take(process));
     let result = PROCESS_RULES
         .iter()
         .try_for_each(|rule| rule(&mut process_value, cx, rec));
     if let Value::Object(map) = process_value {
-        *crate::json::object_at(spec, "process") = map;
+        *crate::lang::json::object_at(spec, "process") = map;
     }
     result
 }

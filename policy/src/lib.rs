@@ -12,12 +12,10 @@ pub mod config_merge;
 pub mod decision;
 pub mod egress;
 pub mod engine;
-pub mod gojson;
 pub mod host;
 pub mod invariants;
-pub mod json;
+pub mod lang;
 pub mod profiles;
-pub mod rfc3339;
 pub mod rules;
 mod validate;
 

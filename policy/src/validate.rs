@@ -14,7 +14,7 @@
 use serde_json::Value;
 
 use crate::decision::Denial;
-use crate::json::field_mut;
+use crate::lang::json::field_mut;
 
 /// Lists typed `Vec<String>` (or `Option<Vec<String>>`) in oci-spec 0.7,
 /// as paths from the spec root; `*` is every item of an array. A test checks

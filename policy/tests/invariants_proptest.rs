@@ -10,8 +10,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Value};
 use vibe_policy::config::{BindAllow, BindMode, HomeMode};
-use vibe_policy::gojson::{go_view, spec_from_slice, SPEC_KIND};
 use vibe_policy::invariants::violations;
+use vibe_policy::lang::gojson::{go_view, spec_from_slice, SPEC_KIND};
 use vibe_policy::{enforce_create, CreateContext, FakeHost, HostView, Policy};
 
 const DEFAULT_SPEC: &str = include_str!("fixtures/docker-20.10/config-default.json");

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::{one_line, Cx, Request};
 use crate::decision::Denial;
-use crate::gojson::{self, Field, Kind};
+use crate::lang::gojson::{self, Field, Kind};
 
 pub const RULE_BUILD: &str = "authz-build";
 pub const RULE_CGROUP_PARENT: &str = "authz-cgroup-parent";

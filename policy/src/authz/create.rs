@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::volume::{self, is_local};
 use super::{host_path, parse_body, Cx, RULE_ANNOTATIONS, RULE_BINDS, RULE_DEVICES};
 use crate::decision::Denial;
-use crate::gojson::Kind;
+use crate::lang::gojson::Kind;
 
 pub const RULE_RUNTIME: &str = "authz-runtime";
 pub const RULE_VOLUMES_FROM: &str = "authz-volumes-from";
@@ -208,7 +208,7 @@ fn judge_log_config(hc: &Value, prefix: &str) -> Result<(), Denial> {
         {
             Some(key) => Err(Denial::new(
                 RULE_LOG,
-                format!("{field}/Config/{}", crate::json::pointer_segment(key)),
+                format!("{field}/Config/{}", crate::lang::json::pointer_segment(key)),
                 super::one_line(key, 256),
                 format!(
                     "log option refused for driver {:?}: allowed are {}",

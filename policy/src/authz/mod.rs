@@ -56,8 +56,8 @@ use serde_json::Value;
 
 use crate::config::Policy;
 use crate::decision::Denial;
-use crate::gojson::{self, Kind};
 use crate::host::HostView;
+use crate::lang::gojson::{self, Kind};
 use crate::rules::binds;
 pub use route::Endpoint;
 

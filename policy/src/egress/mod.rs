@@ -13,6 +13,7 @@ pub mod hosts;
 pub mod request;
 pub mod sni;
 
+pub use crate::lang::hosts::{Host, HostPattern};
 pub use decision::{Decision, Verdict};
 pub use denyset::DenySet;
-pub use hosts::{Host, HostList, HostPattern};
+pub use hosts::HostList;

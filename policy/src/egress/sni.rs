@@ -2,7 +2,7 @@
 //! through a CONNECT tunnel to port 443. The ClientHello may span several
 //! handshake records and arrive in pieces; the caller feeds what it has.
 
-use super::hosts::normalize_name;
+use crate::lang::hosts::normalize_name;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SniError {

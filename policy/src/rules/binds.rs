@@ -20,7 +20,7 @@ use crate::config::{BindMode, Policy};
 use crate::decision::{Denial, Record};
 use crate::engine::{CreateContext, RuleContext};
 use crate::host::HostView;
-use crate::json::{as_object, set, str_field};
+use crate::lang::json::{as_object, set, str_field};
 use crate::rules::host_ids;
 use crate::rules::kernel_mounts::{
     add_option, destination, edit_options, is_bind, mounts_mut, remove_option,
@@ -147,7 +147,7 @@ fn judge_binds(
 fn record_writable(spec: &mut Value, writable: &[String], rec: &mut Record) {
     let key = host_ids::WRITABLE_BINDS_ANNOTATION;
     let after = Value::from(serde_json::to_string(writable).unwrap_or_else(|_| "[]".into()));
-    let annotations = crate::json::object_at(spec, "annotations");
+    let annotations = crate::lang::json::object_at(spec, "annotations");
     let before = set(annotations, key, after.clone());
     if before != Value::Null && before != after {
         rec.change(RULE, format!("/annotations/{key}"), before, after);
@@ -383,7 +383,7 @@ mod tests {
     use crate::config::{BindAllow, Policy};
     use crate::engine::CreateContext;
     use crate::host::FakeHost;
-    use crate::json::strings;
+    use crate::lang::json::strings;
     use serde_json::json;
 
     fn fixture(name: &str) -> Value {

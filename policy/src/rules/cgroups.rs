@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::clean_path;
+use crate::lang::json::clean_path;
 
 const RULE: &str = "cgroups";
 const FIELD: &str = "/linux/cgroupsPath";

@@ -68,7 +68,7 @@ mod tests {
         ))
         .unwrap();
         let rec = run(&mut spec["process"]);
-        let env = crate::json::strings(spec["process"].get("env"));
+        let env = crate::lang::json::strings(spec["process"].get("env"));
         assert_eq!(env.len(), 3);
         assert!(env[0].starts_with("PATH=") && env[1].starts_with("HOSTNAME="));
         assert_eq!(env[2], "LANG=C.UTF-8");

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::{
+use crate::lang::json::{
     as_object, clean_path, field, is_string_array, set, str_field, str_items, string_array,
 };
 

@@ -55,7 +55,7 @@ pub(crate) fn retain_recorded(
         if !kept {
             rec.change(
                 rule,
-                format!("{at}/{}", crate::json::pointer_segment(key)),
+                format!("{at}/{}", crate::lang::json::pointer_segment(key)),
                 value.clone(),
                 serde_json::Value::Null,
             );
@@ -101,5 +101,5 @@ pub(crate) fn options_at(spec: &serde_json::Value, dest: &str) -> Vec<String> {
         .as_array()
         .and_then(|mounts| mounts.iter().find(|m| m["destination"] == dest))
         .unwrap_or_else(|| panic!("no mount at {dest}"));
-    crate::json::strings(mount.get("options"))
+    crate::lang::json::strings(mount.get("options"))
 }

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
 use crate::host::NetnsTable;
-use crate::json::{str_field, str_items};
+use crate::lang::json::{str_field, str_items};
 
 const RULE: &str = "namespaces";
 /// Kinds that must be present; a missing entry is the host's namespace.

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::{as_object, object_at};
+use crate::lang::json::{as_object, object_at};
 
 const RULE: &str = "pids";
 

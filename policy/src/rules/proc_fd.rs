@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::{clean_path, str_field};
+use crate::lang::json::{clean_path, str_field};
 
 const RULE: &str = "proc_fd";
 

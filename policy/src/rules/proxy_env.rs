@@ -51,7 +51,7 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
     }
     let label =
         |entry: &Value| Value::String(entry_name(entry).unwrap_or("<malformed entry>").into());
-    let entries = crate::json::array_at(process, "env");
+    let entries = crate::lang::json::array_at(process, "env");
     let original = entries.clone();
     entries.retain(|entry| !entry_name(entry).is_some_and(is_proxy_name));
     entries.extend(
@@ -85,7 +85,7 @@ mod tests {
     }
 
     fn env_of(process: &Value) -> Vec<String> {
-        crate::json::strings(process.get("env"))
+        crate::lang::json::strings(process.get("env"))
     }
 
     fn value_of<'a>(env: &'a [String], name: &str) -> Vec<&'a str> {

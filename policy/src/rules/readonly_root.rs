@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::object_at;
+use crate::lang::json::object_at;
 
 const RULE: &str = "readonly_root";
 

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::{CreateContext, RuleContext};
-use crate::json::{clean_path, object_at, set};
+use crate::lang::json::{clean_path, object_at, set};
 
 const RULE: &str = "root_path";
 const FIELD: &str = "/root/path";

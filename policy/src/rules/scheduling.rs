@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::RuleContext;
-use crate::json::field;
+use crate::lang::json::field;
 
 const RULE: &str = "scheduling";
 

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
 use crate::engine::{RuleContext, TMPFS_MODES_HOOK_MARKER};
-use crate::json::{array_at, clean_path};
+use crate::lang::json::{array_at, clean_path};
 use crate::rules::home::{home_tmpfs, HOME_MODE};
 use crate::rules::network_hook::remove_marked;
 

@@ -1,0 +1,14 @@
+//! The lowest floor: the languages the policy reads and writes, with no
+//! knowledge of the policy itself.
+//!
+//! - [`json`]: small helpers over `serde_json::Value` and JSON pointers.
+//! - [`gojson`]: Go's `encoding/json` reading of a document, as runc sees it.
+//! - [`rfc3339`]: the audit line's timestamps.
+//! - [`pattern`]: the `[[hooks.allow]]` argument and env patterns.
+//! - [`hosts`]: the host-name grammar of `[network] hosts`.
+
+pub mod gojson;
+pub mod hosts;
+pub mod json;
+pub mod pattern;
+pub mod rfc3339;
