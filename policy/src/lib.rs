@@ -8,14 +8,12 @@
 
 pub mod authz;
 pub mod config;
-pub mod config_merge;
 pub mod decision;
 pub mod egress;
 pub mod engine;
 pub mod host;
 pub mod invariants;
 pub mod lang;
-pub mod profiles;
 pub mod rules;
 mod validate;
 

@@ -66,7 +66,7 @@ impl HostList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::validate_network as validate;
+    use crate::config::validate::network as validate;
     use crate::config::NetworkMode;
     use crate::lang::hosts::normalize_name;
 
