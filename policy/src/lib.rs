@@ -12,10 +12,8 @@ pub mod decision;
 pub mod egress;
 pub mod engine;
 pub mod host;
-pub mod invariants;
 pub mod lang;
 pub mod rules;
-mod validate;
 
 pub use config::{ConfigError, Policy};
 pub use decision::{Change, Denial, Record, Refusal};

@@ -1,7 +1,7 @@
 //! `[[profiles]]` plumbing: which policy file an enforced verb uses.
 //!
 //! `create`/`run`/`restore` pick a profile from the engine's bundle
-//! directory (the decision is `vibe_policy::config::profiles::select`) and the
+//! directory (the decision is `vibe_policy::engine::profile::select`) and the
 //! choice is recorded in the container's root-only directory, so that
 //! `start`, `exec` and `update` of that container use the same policy
 //! (the start check reads the network table of the policy it was made
@@ -83,7 +83,7 @@ pub fn choose(
                 .unwrap_or_else(|| PathBuf::from("."));
             let bundle = std::path::absolute(&bundle).unwrap_or(bundle);
             let selected =
-                vibe_policy::config::profiles::select(&policy.profiles, &bundle, &RealHost::new())
+                vibe_policy::engine::profile::select(&policy.profiles, &bundle, &RealHost::new())
                     .cloned();
             match selected {
                 None => Ok(main(config_path, policy)),

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::config::{BindMode, Policy};
 use crate::decision::{Denial, Record};
-use crate::engine::{CreateContext, RuleContext};
+use crate::engine::context::{CreateContext, RuleContext};
 use crate::host::HostView;
 use crate::lang::json::{as_object, set, str_field};
 use crate::rules::host_ids;

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::lang::json::object_at;
 
 const RULE: &str = "capabilities";

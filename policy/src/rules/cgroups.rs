@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::lang::json::clean_path;
 
 const RULE: &str = "cgroups";

@@ -38,7 +38,7 @@ use serde_json::Value;
 
 use crate::config::{HookAllow, HookStage};
 use crate::decision::{Denial, Record};
-use crate::engine::{RuleContext, NETWORK_HOOK_MARKER, TMPFS_MODES_HOOK_MARKER};
+use crate::engine::context::{RuleContext, NETWORK_HOOK_MARKER, TMPFS_MODES_HOOK_MARKER};
 use crate::host::{FileFacts, HostView};
 use crate::lang::pattern::pattern_matches;
 

@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::lang::json::{object, set, str_field};
 
 const RULE: &str = "devices";

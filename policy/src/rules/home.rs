@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::config::{HomeMode, Policy};
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 #[cfg(test)] // the tests read lists with it
 use crate::lang::json::strings;
 use crate::lang::json::{

@@ -20,7 +20,7 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::host::HostView;
 use crate::rules::kernel_mounts::{destination, is_bind};
 

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::host::NetnsTable;
 use crate::lang::json::{str_field, str_items};
 

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::lang::json::{as_object, field, set};
 
 const RULE: &str = "oom";

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::lang::json::{clean_path, str_field};
 
 const RULE: &str = "proc_fd";

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::config::NetworkMode;
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 
 const RULE: &str = "proxy_env";
 

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use super::seccomp_merge::merge;
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::lang::json::{as_object, object_at, str_field};
 
 const RULE: &str = "seccomp";

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use crate::config::parse_size;
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::lang::json::{array_at, as_object, clean_path, clean_path_within, set, str_items};
 use crate::rules::kernel_mounts::{
     add_option, destination, edit_options, is_bind, is_tmpfs, remove_option,

@@ -138,7 +138,7 @@ mod tests {
 
     fn docker_default() -> Value {
         serde_json::from_str(include_str!(
-            "../tests/fixtures/docker-20.10/config-default.json"
+            "../../tests/fixtures/docker-20.10/config-default.json"
         ))
         .unwrap()
     }
