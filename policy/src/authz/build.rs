@@ -17,9 +17,10 @@
 
 use serde_json::Value;
 
-use super::{one_line, Cx, Request};
+use super::{Cx, Request};
 use crate::decision::Denial;
 use crate::lang::gojson::{self, Field, Kind};
+use crate::lang::text::one_line;
 
 pub const RULE_BUILD: &str = "authz-build";
 pub const RULE_CGROUP_PARENT: &str = "authz-cgroup-parent";

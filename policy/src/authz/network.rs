@@ -16,8 +16,9 @@
 
 use serde_json::Value;
 
-use super::{one_line, parse_body, schema, RULE_BODY};
+use super::{parse_body, schema, RULE_BODY};
 use crate::decision::Denial;
+use crate::lang::text::one_line;
 
 pub const RULE_SYSCTLS: &str = "authz-sysctls";
 pub const RULE_NETWORK: &str = "authz-network";

@@ -5,6 +5,7 @@ use std::path::Path;
 use super::sections::default_rlimits;
 use super::*;
 use crate::lang::hosts::HostPattern;
+use crate::lang::text::collapse_whitespace;
 
 impl Policy {
     /// Parses and validates policy text. `origin` names the file in errors.
@@ -12,7 +13,7 @@ impl Policy {
         let path = origin.display().to_string();
         let mut policy: Policy = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.clone(),
-            message: one_line(&e.to_string()),
+            message: collapse_whitespace(&e.to_string()),
         })?;
         policy.validate(&path)?;
         Ok(policy)
@@ -320,8 +321,4 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
         }
     }
     Ok(())
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

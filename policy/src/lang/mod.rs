@@ -6,9 +6,11 @@
 //! - [`rfc3339`]: the audit line's timestamps.
 //! - [`pattern`]: the `[[hooks.allow]]` argument and env patterns.
 //! - [`hosts`]: the host-name grammar of `[network] hosts`.
+//! - [`text`]: text made fit for a one-line message.
 
 pub mod gojson;
 pub mod hosts;
 pub mod json;
 pub mod pattern;
 pub mod rfc3339;
+pub mod text;
