@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::config::NetworkMode;
 use crate::decision::{Denial, Record};
 use crate::engine::context::RuleContext;
+use crate::rules::env::{split_entry, MALFORMED};
 
 const RULE: &str = "proxy_env";
 
@@ -33,10 +34,10 @@ pub const PROXY_ENV: [(&str, &str); 7] = [
     ("NODE_USE_ENV_PROXY", "1"),
 ];
 
-/// The name part of an env entry (the whole text when it has no `=`).
-fn entry_name(entry: &Value) -> Option<&str> {
-    let text = entry.as_str()?;
-    Some(text.split_once('=').map_or(text, |(name, _)| name))
+/// The name part of an env entry: the whole text when it has no `=`, so a
+/// bare `HTTP_PROXY` goes too.
+fn name_part(entry: &Value) -> Option<&str> {
+    split_entry(entry).map(|(name, _)| name)
 }
 
 fn is_proxy_name(name: &str) -> bool {
@@ -49,11 +50,10 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
     if cx.policy.network.mode != NetworkMode::Proxy {
         return Ok(());
     }
-    let label =
-        |entry: &Value| Value::String(entry_name(entry).unwrap_or("<malformed entry>").into());
+    let label = |entry: &Value| Value::String(name_part(entry).unwrap_or(MALFORMED).into());
     let entries = crate::lang::json::array_at(process, "env");
     let original = entries.clone();
-    entries.retain(|entry| !entry_name(entry).is_some_and(is_proxy_name));
+    entries.retain(|entry| !name_part(entry).is_some_and(is_proxy_name));
     entries.extend(
         PROXY_ENV
             .iter()
