@@ -21,4 +21,6 @@ pub use engine::{
     enforce_create, enforce_process, enforce_update, CreateContext, Rewrite, NETWORK_HOOK_MARKER,
 };
 pub use engine::{KERNEL_TCP_HOOK_MARKER, TMPFS_MODES_HOOK_MARKER};
-pub use host::{FakeHost, HostView};
+#[cfg(any(test, feature = "test-support"))]
+pub use host::FakeHost;
+pub use host::HostView;

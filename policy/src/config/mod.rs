@@ -30,7 +30,7 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/vibe-shim/config.toml";
 /// Where audit lines go unless `[audit] path` says otherwise.
 pub const DEFAULT_AUDIT_PATH: &str = "/var/log/vibe-shim/audit.jsonl";
 /// The egress daemon's control socket unless `[network] egress_socket` says
-/// otherwise (issue 12).
+/// otherwise: the hook registers proxied containers with it there.
 pub const DEFAULT_EGRESS_SOCKET: &str = "/run/vibe-shim/egress.sock";
 
 /// Capabilities that would let a container undo the policy (network rules,

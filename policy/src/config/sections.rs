@@ -215,7 +215,7 @@ pub enum NetworkMode {
     Open,
     /// Loopback only, like `None`; the one way out is the egress proxy that
     /// `vibe-shim egress` listens with on the container's 127.0.0.1:3128,
-    /// tunnelling only to `hosts` (issue 12).
+    /// tunnelling only to `hosts`.
     Proxy,
 }
 

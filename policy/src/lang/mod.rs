@@ -9,8 +9,8 @@
 //! - [`text`]: text made fit for a one-line message.
 
 pub mod gojson;
-pub mod hosts;
+pub(crate) mod hosts;
 pub mod json;
-pub mod pattern;
+pub(crate) mod pattern;
 pub mod rfc3339;
-pub mod text;
+pub(crate) mod text;

@@ -1,4 +1,4 @@
-//! Mode "proxy" (issue 12): every process is pointed at the egress proxy on
+//! Mode "proxy": every process is pointed at the egress proxy on
 //! its own loopback. The proxy variables are set by the policy, whatever the
 //! client passed: any case variant of their names is removed first, so a
 //! client's `http_proxy=http://elsewhere` (or `Http_Proxy`, which some tools
