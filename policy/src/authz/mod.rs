@@ -352,7 +352,7 @@ pub(crate) fn host_path(
                 512,
             )
         };
-        Denial::new(rule, field, value, reason)
+        Denial::new(rule, field, value, reason.to_string())
     })?;
     Ok(())
 }
