@@ -74,13 +74,13 @@ fn rewrite(c: &mut Criterion) {
         b.iter(|| serde_json::from_slice::<Value>(black_box(SPEC.as_bytes())))
     });
     c.bench_function("gojson::spec_from_slice docker-20.10 default", |b| {
-        b.iter(|| vibe_policy::gojson::spec_from_slice(black_box(SPEC.as_bytes())))
+        b.iter(|| vibe_policy::lang::gojson::spec_from_slice(black_box(SPEC.as_bytes())))
     });
     c.bench_function(
         "spec_from_slice + enforce_create docker-20.10 default",
         |b| {
             b.iter(|| {
-                let spec = vibe_policy::gojson::spec_from_slice(black_box(SPEC.as_bytes()));
+                let spec = vibe_policy::lang::gojson::spec_from_slice(black_box(SPEC.as_bytes()));
                 spec.map(|spec| enforce_create(spec, &policy, &host, &ctx))
             })
         },

@@ -1,6 +1,8 @@
 //! What the policy needs to know about the host, behind a trait so the engine
-//! itself does no I/O. The shim implements it for real; tests use [`FakeHost`].
+//! itself does no I/O. The shim implements it for real; tests use
+//! `FakeHost` (with the `test-support` feature, or in this crate's tests).
 
+#[cfg(any(test, feature = "test-support"))]
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -68,7 +70,7 @@ pub trait HostView {
     /// root, or under any other (vibe-shim's or runc's own state). The
     /// engine-file exemption is only for a container that owns its id.
     fn container_id_in_use(&self, runc_root: &Path, id: &str) -> bool;
-    // -- namespaces, root and cgroups (issue 8 item 6) --
+    // -- what joining a namespace, a root or a cgroup path may collide with --
 
     /// The filesystem type of the mount whose mount point is exactly `path`
     /// (canonical input), or `None` when no mount sits there.
@@ -113,6 +115,7 @@ pub enum NetnsTable {
 }
 
 /// An in-memory host for tests: explicit symlink resolutions, mounts and namespaces.
+#[cfg(any(test, feature = "test-support"))]
 #[derive(Debug, Clone, Default)]
 pub struct FakeHost {
     /// Paths that exist, mapped to their canonical form. A path missing here
@@ -164,6 +167,7 @@ pub struct FakeHost {
     pub apparmor: Option<Vec<String>>,
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl FakeHost {
     /// A host where every path exists as written and the host namespaces are
     /// `(1, 4026531835 + i)` for each kind.
@@ -186,6 +190,7 @@ impl FakeHost {
     }
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl HostView for FakeHost {
     fn swap_limit_supported(&self) -> bool {
         !self.no_swap_limit
@@ -353,9 +358,12 @@ pub struct HookFile {
 }
 
 /// The fixtures' Docker engine: pid 2743 runs `/usr/sbin/dockerd`.
+#[cfg(any(test, feature = "test-support"))]
 pub const FAKE_DOCKERD: &str = "/usr/sbin/dockerd";
+#[cfg(any(test, feature = "test-support"))]
 pub const FAKE_DOCKERD_PID: u32 = 2743;
 
+#[cfg(any(test, feature = "test-support"))]
 impl FakeHost {
     /// A root-owned, 0755 regular file at `path` with a fresh identity.
     pub fn add_binary(&mut self, path: &str) -> FileFacts {
@@ -409,6 +417,7 @@ impl FakeHost {
 
 /// Whether `path` matches `pattern` component by component, where a
 /// pattern component `*` or `prefix*` matches one component.
+#[cfg(any(test, feature = "test-support"))]
 pub fn glob_match(pattern: &Path, path: &Path) -> bool {
     let (mut p, mut q) = (pattern.components(), path.components());
     loop {

@@ -8,19 +8,13 @@
 
 pub mod authz;
 pub mod config;
-pub mod config_merge;
 pub mod decision;
 pub mod egress;
 pub mod engine;
-pub mod gojson;
 pub mod host;
-pub mod invariants;
-pub mod json;
-pub mod profiles;
-pub mod rfc3339;
+pub mod lang;
 pub mod rules;
 pub mod runc;
-mod validate;
 
 pub use config::{ConfigError, Policy};
 pub use decision::{Change, Denial, Record, Refusal};
@@ -28,4 +22,6 @@ pub use engine::{
     enforce_create, enforce_process, enforce_update, CreateContext, Rewrite, NETWORK_HOOK_MARKER,
 };
 pub use engine::{KERNEL_TCP_HOOK_MARKER, TMPFS_MODES_HOOK_MARKER};
-pub use host::{FakeHost, HostView};
+#[cfg(any(test, feature = "test-support"))]
+pub use host::FakeHost;
+pub use host::HostView;

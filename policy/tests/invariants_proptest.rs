@@ -1,6 +1,6 @@
 //! The engine's central property: for any spec, however hostile, the result
 //! is either a refusal or a rewritten spec that satisfies every invariant in
-//! `vibe_policy::invariants`. Specs start from Docker 20.10's real default
+//! `vibe_policy::engine::invariants`. Specs start from Docker 20.10's real default
 //! `config.json` and are mutated with the things a client can ask for.
 
 use std::cell::Cell;
@@ -10,8 +10,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Value};
 use vibe_policy::config::{BindAllow, BindMode, HomeMode};
-use vibe_policy::gojson::{go_view, spec_from_slice, SPEC_KIND};
-use vibe_policy::invariants::violations;
+use vibe_policy::engine::invariants::violations;
+use vibe_policy::lang::gojson::{go_view, spec_from_slice, SPEC_KIND};
 use vibe_policy::{enforce_create, CreateContext, FakeHost, HostView, Policy};
 
 const DEFAULT_SPEC: &str = include_str!("fixtures/docker-20.10/config-default.json");

@@ -99,7 +99,7 @@ pub fn rfc3339_now() -> String {
 
 /// RFC 3339 in UTC from Unix seconds (one home: vibe-policy, which the
 /// egress proxy's log uses too).
-pub use vibe_policy::rfc3339::rfc3339_utc;
+pub use vibe_policy::lang::rfc3339::rfc3339_utc;
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@
 //! the line.
 //!
 //! Drop-ins: `<dir>/<stem>.toml` is merged with every `<dir>/<stem>.d/*.toml`
-//! in byte order of the names (`vibe_policy::config_merge`). Names starting
+//! in byte order of the names (`vibe_policy::config::merge`). Names starting
 //! with `.` and names not ending in `.toml` are ignored. The directory and
 //! each drop-in must be owned by root and unwritable by group and others, or
 //! nothing loads (a missing directory is no drop-ins).
@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use vibe_policy::config_merge::{merge_layers, Layer, Origin};
+use vibe_policy::config::merge::{merge_layers, Layer, Origin};
 use vibe_policy::{ConfigError, Policy};
 
 #[derive(Debug, thiserror::Error)]

@@ -17,9 +17,10 @@
 
 use serde_json::Value;
 
-use super::{one_line, Cx, Request};
+use super::{Cx, Request};
 use crate::decision::Denial;
-use crate::gojson::{self, Field, Kind};
+use crate::lang::gojson::{self, Field, Kind};
+use crate::lang::text::one_line;
 
 pub const RULE_BUILD: &str = "authz-build";
 pub const RULE_CGROUP_PARENT: &str = "authz-cgroup-parent";
@@ -91,7 +92,7 @@ static OUTPUTS_KIND: Kind = Kind::List(&Kind::Struct(&[
 pub fn judge_build(req: &Request, cx: &Cx) -> Result<(), Denial> {
     refuse_form_body(req)?;
     let params = query_pairs(req.uri)
-        .map_err(|reason| denial("RequestURI", one_line(req.uri, 256), reason))?;
+        .map_err(|reason| denial("RequestURI", one_line(req.uri, 256), reason.to_string()))?;
     for (i, (key, value)) in params.iter().enumerate() {
         let field = format!("?{}", one_line(key, 64));
         if !PARAMS.contains(&key.as_str()) {
@@ -257,17 +258,30 @@ fn require_lockdown(cx: &Cx, what: &str) -> Result<(), Denial> {
     Ok(())
 }
 
+/// Why a query is refused; the text is the denial's reason.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum QueryError {
+    #[error("`;` in the query: Go versions read it differently")]
+    Semicolon,
+    #[error("bad percent escape in the query")]
+    BadEscape,
+    #[error(transparent)]
+    Hex(#[from] std::num::ParseIntError),
+    #[error("query is not UTF-8 once decoded")]
+    NotUtf8(#[source] std::string::FromUtf8Error),
+}
+
 /// The request-target's query as Go (>= 1.17) `url.ParseQuery` reads it,
 /// in order: `&`-separated, `+` is a space, `%XX` escapes in keys and
 /// values. Refused where Go versions differ or fail: a `;` (Go < 1.17
 /// split on it, later ones drop the pair), a bad escape (dropped silently
 /// by `FormValue`), a result that is not UTF-8.
-pub(crate) fn query_pairs(uri: &str) -> Result<Vec<(String, String)>, String> {
+pub(crate) fn query_pairs(uri: &str) -> Result<Vec<(String, String)>, QueryError> {
     let Some((_, query)) = uri.split_once('?') else {
         return Ok(Vec::new());
     };
     if query.contains(';') {
-        return Err("`;` in the query: Go versions read it differently".into());
+        return Err(QueryError::Semicolon);
     }
     query
         .split('&')
@@ -279,7 +293,7 @@ pub(crate) fn query_pairs(uri: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
-fn unescape(text: &str) -> Result<String, String> {
+fn unescape(text: &str) -> Result<String, QueryError> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -290,8 +304,8 @@ fn unescape(text: &str) -> Result<String, String> {
                     .get(i + 1..i + 3)
                     .and_then(|h| std::str::from_utf8(h).ok())
                     .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
-                    .ok_or("bad percent escape in the query")?;
-                out.push(u8::from_str_radix(hex, 16).map_err(|e| e.to_string())?);
+                    .ok_or(QueryError::BadEscape)?;
+                out.push(u8::from_str_radix(hex, 16)?);
                 i += 3;
             }
             b'+' => {
@@ -304,7 +318,7 @@ fn unescape(text: &str) -> Result<String, String> {
             }
         }
     }
-    String::from_utf8(out).map_err(|_| "query is not UTF-8 once decoded".into())
+    String::from_utf8(out).map_err(QueryError::NotUtf8)
 }
 
 fn denial(field: impl Into<String>, value: String, reason: impl Into<String>) -> Denial {

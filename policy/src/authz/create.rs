@@ -20,7 +20,8 @@ use serde_json::Value;
 use super::volume::{self, is_local};
 use super::{host_path, parse_body, Cx, RULE_ANNOTATIONS, RULE_BINDS, RULE_DEVICES};
 use crate::decision::Denial;
-use crate::gojson::Kind;
+use crate::lang::gojson::Kind;
+use crate::lang::text::one_line;
 
 pub const RULE_RUNTIME: &str = "authz-runtime";
 pub const RULE_VOLUMES_FROM: &str = "authz-volumes-from";
@@ -127,7 +128,7 @@ fn judge_host_config(hc: &Value, prefix: &str, strict: bool, cx: &Cx) -> Result<
         return Err(Denial::new(
             RULE_VOLUMES_FROM,
             format!("{prefix}/VolumesFrom"),
-            super::one_line(from, 256),
+            one_line(from, 256),
             "--volumes-from is refused: dockerd creates a copied bind's missing source \
              as root at start, following symlinks, and the gate cannot see what it copies",
         ));
@@ -168,7 +169,7 @@ fn judge_host_config(hc: &Value, prefix: &str, strict: bool, cx: &Cx) -> Result<
             return Err(Denial::new(
                 RULE_ANNOTATIONS,
                 field,
-                super::one_line(key, 256),
+                one_line(key, 256),
                 "annotations are refused: runc and containerd act on some of them \
                  (org.systemd.property.*), and vibe-shim does not judge them",
             ));
@@ -195,7 +196,7 @@ fn judge_log_config(hc: &Value, prefix: &str) -> Result<(), Denial> {
         return Err(Denial::new(
             RULE_LOG,
             format!("{field}/Type"),
-            super::one_line(driver, 256),
+            one_line(driver, 256),
             "log driver refused: dockerd runs it on the host, and drivers other than \
              json-file, local, journald and none send the output where the client says",
         ));
@@ -208,8 +209,8 @@ fn judge_log_config(hc: &Value, prefix: &str) -> Result<(), Denial> {
         {
             Some(key) => Err(Denial::new(
                 RULE_LOG,
-                format!("{field}/Config/{}", crate::json::pointer_segment(key)),
-                super::one_line(key, 256),
+                format!("{field}/Config/{}", crate::lang::json::pointer_segment(key)),
+                one_line(key, 256),
                 format!(
                     "log option refused for driver {:?}: allowed are {}",
                     driver,
@@ -249,7 +250,7 @@ fn refuse_created_bind(source: &str, field: &str, cx: &Cx) -> Result<(), Denial>
     Err(Denial::new(
         RULE_BINDS,
         field,
-        super::one_line(source, 256),
+        one_line(source, 256),
         "dockerd creates a missing -v source as root when the container starts, \
          following symlinks a container can plant: use --mount type=bind \
          (without bind-create-src), which never creates",
@@ -313,7 +314,7 @@ fn judge_mount(mount: &Value, field: &str, cx: &Cx) -> Result<(), Denial> {
                 return Err(Denial::new(
                     RULE_BINDS,
                     format!("{field}/VolumeOptions/Subpath"),
-                    super::one_line(&subpath, 256),
+                    one_line(&subpath, 256),
                     "volume subpaths are refused: dockerd resolves them inside volume \
                      content a container can write",
                 ));
@@ -367,7 +368,7 @@ fn known_keys(obj: &Value, keys: &[&str], field: &str) -> Result<(), Denial> {
         }
         return Err(Denial::new(
             super::RULE_BODY,
-            format!("{field}/{}", super::one_line(key, 64)),
+            format!("{field}/{}", one_line(key, 64)),
             short(value),
             "a field vibe-shim does not judge (unknown to it, or for a mount type it refuses)",
         ));

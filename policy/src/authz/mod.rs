@@ -56,8 +56,9 @@ use serde_json::Value;
 
 use crate::config::Policy;
 use crate::decision::Denial;
-use crate::gojson::{self, Kind};
 use crate::host::HostView;
+use crate::lang::gojson::{self, Kind};
+use crate::lang::text::one_line;
 use crate::rules::binds;
 pub use route::Endpoint;
 
@@ -351,7 +352,7 @@ pub(crate) fn host_path(
                 512,
             )
         };
-        Denial::new(rule, field, value, reason)
+        Denial::new(rule, field, value, reason.to_string())
     })?;
     Ok(())
 }
@@ -370,23 +371,6 @@ fn canonical_or_nearest(host: &dyn HostView, path: &Path) -> Option<PathBuf> {
         }
     }
     None
-}
-
-/// `text` on one line (control characters escaped), at most `max` chars.
-fn one_line(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max));
-    for (count, c) in text.chars().enumerate() {
-        if count >= max {
-            out.push_str("...");
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

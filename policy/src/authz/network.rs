@@ -16,8 +16,9 @@
 
 use serde_json::Value;
 
-use super::{one_line, parse_body, schema, RULE_BODY};
+use super::{parse_body, schema, RULE_BODY};
 use crate::decision::Denial;
+use crate::lang::text::one_line;
 
 pub const RULE_SYSCTLS: &str = "authz-sysctls";
 pub const RULE_NETWORK: &str = "authz-network";
@@ -90,7 +91,7 @@ pub fn judge_create(body: &[u8]) -> Result<(), Denial> {
     for key in map.keys() {
         if !schema::NETWORK_CREATE.iter().any(|f| f.0 == key) {
             return refuse(
-                &format!("/{}", crate::json::pointer_segment(key)),
+                &format!("/{}", crate::lang::json::pointer_segment(key)),
                 key.clone(),
                 "unknown network create field",
             );
@@ -172,7 +173,7 @@ pub fn judge_create(body: &[u8]) -> Result<(), Denial> {
         Some(Value::Object(opts)) => {
             match opts.keys().find(|k| !BRIDGE_OPTIONS.contains(&k.as_str())) {
                 Some(key) => refuse(
-                    &format!("/Options/{}", crate::json::pointer_segment(key)),
+                    &format!("/Options/{}", crate::lang::json::pointer_segment(key)),
                     key.clone(),
                     "network driver option refused: it can name a host bridge or interface, \
                      or change the host's forwarding and NAT (allowed: \

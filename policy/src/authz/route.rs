@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use crate::json::clean_path;
+use crate::lang::json::clean_path;
 
 /// The endpoints the gate treats specially; everything else is `Other`.
 #[derive(Debug, Clone, PartialEq, Eq)]

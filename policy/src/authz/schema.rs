@@ -1,5 +1,5 @@
 //! The key sets of the moby API structs the gate judges, for
-//! [`crate::gojson`]: dockerd decodes request bodies with Go's
+//! [`crate::lang::gojson`]: dockerd decodes request bodies with Go's
 //! `encoding/json` (keys match case-insensitively, the last duplicate wins),
 //! so a judged body is parsed with these schemas and refused when a key that
 //! folds to one of these fields is not spelled exactly, or repeats.
@@ -8,8 +8,8 @@
 //! key that folds to a field not listed here is one the gate does not judge,
 //! and is left to dockerd.
 
-use crate::gojson::Field;
-use crate::gojson::Kind::{self, Any, Leaf, List, Map, Struct};
+use crate::lang::gojson::Field;
+use crate::lang::gojson::Kind::{self, Any, Leaf, List, Map, Struct};
 
 const STRINGS: Kind = List(&Leaf);
 

@@ -17,6 +17,7 @@ use super::host_path;
 use crate::config::Policy;
 use crate::decision::Denial;
 use crate::host::HostView;
+use crate::lang::text::one_line;
 
 pub const RULE: &str = "authz-volume";
 
@@ -68,7 +69,7 @@ pub fn judge_local_options(
         return Err(Denial::new(
             RULE,
             field,
-            super::one_line(device, 256),
+            one_line(device, 256),
             "local volumes that bind a host path are refused: the driver resolves \
              device again at each use, and dockerd copies image files into it as \
              root; use --mount type=bind",

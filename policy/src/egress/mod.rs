@@ -1,4 +1,4 @@
-//! The egress proxy's decisions (issue 12), pure: the daemon in `hooks`
+//! The egress proxy's decisions, pure: the daemon in `hooks`
 //! does the I/O and asks these modules what to do.
 //!
 //! - [`hosts`]: `[network] hosts` patterns and the name/port judgement.
@@ -9,10 +9,11 @@
 
 pub mod decision;
 pub mod denyset;
-pub mod hosts;
+pub(crate) mod hosts;
 pub mod request;
 pub mod sni;
 
+pub use crate::lang::hosts::{Host, HostPattern};
 pub use decision::{Decision, Verdict};
 pub use denyset::DenySet;
-pub use hosts::{Host, HostList, HostPattern};
+pub use hosts::HostList;

@@ -4,7 +4,7 @@
 //! was judged, and anything ambiguous (bare LF, folded or duplicate
 //! framing headers, a Host header naming another host) is refused.
 
-use super::hosts::{Host, NameError};
+use crate::lang::hosts::{Host, NameError};
 
 /// Headers that belong to one hop and are never forwarded; the proxy
 /// writes its own `Host` and `Connection: close`.

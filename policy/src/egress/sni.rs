@@ -2,7 +2,7 @@
 //! through a CONNECT tunnel to port 443. The ClientHello may span several
 //! handshake records and arrive in pieces; the caller feeds what it has.
 
-use super::hosts::normalize_name;
+use crate::lang::hosts::normalize_name;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SniError {
@@ -160,6 +160,7 @@ fn parse_hello(body: &[u8]) -> Result<Option<String>, SniError> {
 
 /// A ClientHello for tests and the benchmark: one extension, server_name
 /// (when `sni` is given), split into records of at most `record` bytes.
+#[cfg(any(test, feature = "test-support"))]
 pub fn build_client_hello(sni: Option<&str>, record: usize) -> Vec<u8> {
     let mut exts = Vec::new();
     if let Some(name) = sni {

@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 
 const RULE: &str = "annotations";
 

@@ -10,8 +10,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{object_at, set};
+use crate::engine::context::RuleContext;
+use crate::lang::json::{object_at, set};
 
 const RULE: &str = "apparmor";
 const FIELD: &str = "/process/apparmorProfile";

@@ -18,9 +18,9 @@ use serde_json::Value;
 
 use crate::config::{BindMode, Policy};
 use crate::decision::{Denial, Record};
-use crate::engine::{CreateContext, RuleContext};
+use crate::engine::context::{CreateContext, RuleContext};
 use crate::host::HostView;
-use crate::json::{as_object, set, str_field};
+use crate::lang::json::{as_object, set, str_field};
 use crate::rules::host_ids;
 use crate::rules::kernel_mounts::{
     add_option, destination, edit_options, is_bind, mounts_mut, remove_option,
@@ -147,7 +147,7 @@ fn judge_binds(
 fn record_writable(spec: &mut Value, writable: &[String], rec: &mut Record) {
     let key = host_ids::WRITABLE_BINDS_ANNOTATION;
     let after = Value::from(serde_json::to_string(writable).unwrap_or_else(|_| "[]".into()));
-    let annotations = crate::json::object_at(spec, "annotations");
+    let annotations = crate::lang::json::object_at(spec, "annotations");
     let before = set(annotations, key, after.clone());
     if before != Value::Null && before != after {
         rec.change(RULE, format!("/annotations/{key}"), before, after);
@@ -276,7 +276,7 @@ impl<'a> Judge<'a> {
             Verdict::InitBinary
         } else {
             judge_allowlist(&canonical, &self.allowed, self.host)
-                .map_err(|reason| Denial::new(RULE, field(), named(), reason))?
+                .map_err(|reason| Denial::new(RULE, field(), named(), reason.to_string()))?
         };
         Ok((canonical, verdict))
     }
@@ -293,6 +293,25 @@ fn allowed_roots(policy: &Policy, host: &dyn HostView) -> Vec<(PathBuf, BindMode
         .collect()
 }
 
+/// Why a host path is not in the bind allowlist; the text is the denial's
+/// reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BindRefusal {
+    #[error("bind mount source is not under an allowed path (filesystem.bind)")]
+    NotAllowed,
+    #[error("cannot find the host mount that holds the bind mount source")]
+    NoMount,
+    #[error(
+        "bind mount source is on {}, a separate mount inside the allowed subtree {}, \
+         and could carry another host path in",
+        mount_point.display(),
+        root.display()
+    )]
+    NestedMount { mount_point: PathBuf, root: PathBuf },
+    #[error("internal: unexpected bind verdict")]
+    Unexpected,
+}
+
 /// The allowlist judgment of a host path named outside a spec (the Docker
 /// API gate, policy/src/authz): `canonical` must lie in a `filesystem.bind`
 /// subtree and on that subtree's own mount, exactly as for a spec's bind.
@@ -301,11 +320,11 @@ pub fn judge_host_path(
     policy: &Policy,
     host: &dyn HostView,
     canonical: &Path,
-) -> Result<BindMode, String> {
+) -> Result<BindMode, BindRefusal> {
     match judge_allowlist(canonical, &allowed_roots(policy, host), host)? {
         Verdict::Allowed { mode, .. } => Ok(mode),
         // judge_allowlist gives nothing else.
-        _ => Err("internal: unexpected bind verdict".into()),
+        _ => Err(BindRefusal::Unexpected),
     }
 }
 
@@ -353,23 +372,19 @@ fn judge_allowlist(
     canonical: &Path,
     allowed: &[(PathBuf, BindMode)],
     host: &dyn HostView,
-) -> Result<Verdict, String> {
+) -> Result<Verdict, BindRefusal> {
     // Path::starts_with compares whole components: /srv/wt2 is not under /srv/wt.
     let (root, mode) = allowed
         .iter()
         .filter(|(root, _)| canonical.starts_with(root))
         .max_by_key(|(root, _)| root.components().count())
-        .ok_or("bind mount source is not under an allowed path (filesystem.bind)")?;
-    let mount_point = host
-        .mount_point_of(canonical)
-        .ok_or("cannot find the host mount that holds the bind mount source")?;
+        .ok_or(BindRefusal::NotAllowed)?;
+    let mount_point = host.mount_point_of(canonical).ok_or(BindRefusal::NoMount)?;
     if mount_point != *root && mount_point.starts_with(root) {
-        return Err(format!(
-            "bind mount source is on {}, a separate mount inside the allowed subtree {}, \
-             and could carry another host path in",
-            mount_point.display(),
-            root.display()
-        ));
+        return Err(BindRefusal::NestedMount {
+            mount_point,
+            root: root.clone(),
+        });
     }
     Ok(Verdict::Allowed {
         root: root.clone(),
@@ -383,7 +398,7 @@ mod tests {
     use crate::config::{BindAllow, Policy};
     use crate::engine::CreateContext;
     use crate::host::FakeHost;
-    use crate::json::strings;
+    use crate::lang::json::strings;
     use serde_json::json;
 
     fn fixture(name: &str) -> Value {

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::object_at;
+use crate::engine::context::RuleContext;
+use crate::lang::json::object_at;
 
 const RULE: &str = "capabilities";
 const SETS: [&str; 5] = [
@@ -27,7 +27,7 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
     let caps = object_at(process, "capabilities");
     for set in SETS {
         let after = Value::Array(granted.clone());
-        let before = crate::json::set(caps, set, after.clone());
+        let before = crate::lang::json::set(caps, set, after.clone());
         rec.change(
             RULE,
             format!("{}/capabilities/{set}", cx.process_field),

@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::clean_path;
+use crate::engine::context::RuleContext;
+use crate::lang::json::clean_path;
 
 const RULE: &str = "cgroups";
 const FIELD: &str = "/linux/cgroupsPath";
@@ -44,7 +44,7 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, _rec: &mut Record) -> Result<()
     let mut candidates = vec![cgroupfs_path(raw, &create.container_id)];
     match systemd_path(raw, &create.container_id) {
         Systemd::Path(path) => candidates.push(path),
-        Systemd::NotSystemd => {}
+        Systemd::NoReading => {}
         Systemd::Invalid => {
             return refuse("not a valid systemd slice:prefix:name cgroup path".into());
         }
@@ -153,7 +153,8 @@ pub fn cgroupfs_path(raw: &str, container_id: &str) -> PathBuf {
 #[derive(Debug, PartialEq)]
 pub enum Systemd {
     Path(PathBuf),
-    NotSystemd,
+    /// Not a path in the systemd driver's `slice:prefix:name` form.
+    NoReading,
     Invalid,
 }
 
@@ -165,7 +166,7 @@ pub fn systemd_path(raw: &str, container_id: &str) -> Systemd {
     } else {
         match raw.split(':').collect::<Vec<_>>()[..] {
             [parent, prefix, name] => (parent, prefix, name),
-            _ => return Systemd::NotSystemd,
+            _ => return Systemd::NoReading,
         }
     };
     let parent = if parent.is_empty() {
@@ -259,7 +260,7 @@ mod tests {
         assert_eq!(p("a-b.slice::x"), path("/a.slice/a-b.slice/x.scope"));
         assert_eq!(p("-.slice:p:user.slice"), path("/user.slice"));
         assert_eq!(p(""), path("/system.slice/runc-c1.scope"));
-        assert_eq!(p("/docker/abc"), Systemd::NotSystemd);
+        assert_eq!(p("/docker/abc"), Systemd::NoReading);
         assert_eq!(p("a--b.slice:p:n"), Systemd::Invalid);
         assert_eq!(p("nope:p:n"), Systemd::Invalid);
         assert_eq!(p("system.slice:p:a/b"), Systemd::Invalid);

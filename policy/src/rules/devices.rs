@@ -8,8 +8,8 @@
 use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{object, set, str_field};
+use crate::engine::context::RuleContext;
+use crate::lang::json::{object, set, str_field};
 
 const RULE: &str = "devices";
 
@@ -81,7 +81,7 @@ fn refuse_unified_devices(resources: Option<&Value>, field: &str) -> Result<(), 
 
 pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
     refuse_unified_devices(spec.pointer("/linux/resources"), "/linux/resources/unified")?;
-    let linux = crate::json::object_at(spec, "linux");
+    let linux = crate::lang::json::object_at(spec, "linux");
     if let Some(devices) = linux.get_mut("devices").and_then(Value::as_array_mut) {
         for (index, device) in std::mem::take(devices).into_iter().enumerate() {
             if is_safe_device(&device) {
@@ -91,7 +91,7 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
             }
         }
     }
-    let resources = crate::json::object_at(linux_value(spec), "resources");
+    let resources = crate::lang::json::object_at(linux_value(spec), "resources");
     let after = cgroup_device_rules();
     // The replaced list is the record's "before": moved, not copied.
     let before = set(resources, "devices", after.clone());
@@ -100,7 +100,7 @@ pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<()
 }
 
 fn linux_value(spec: &mut Value) -> &mut Value {
-    crate::json::as_object(spec)
+    crate::lang::json::as_object(spec)
         .entry("linux")
         .or_insert_with(|| json!({}))
 }

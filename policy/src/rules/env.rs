@@ -5,19 +5,28 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 
 const RULE: &str = "env";
 /// Stands for an entry that is not `NAME=VALUE`; its text may be a secret.
-const MALFORMED: &str = "<malformed entry>";
+pub(crate) const MALFORMED: &str = "<malformed entry>";
 
-/// The variable name of a `NAME=VALUE` entry.
+/// An env entry split at its first `=`: the name (the whole text when there
+/// is no `=`) and the value, if any; `None` when the entry is not a string.
+pub(crate) fn split_entry(entry: &Value) -> Option<(&str, Option<&str>)> {
+    let text = entry.as_str()?;
+    Some(match text.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (text, None),
+    })
+}
+
+/// The variable name of a well-formed `NAME=VALUE` entry (a name, an `=`).
 fn entry_name(entry: &Value) -> Option<&str> {
-    entry
-        .as_str()
-        .and_then(|text| text.split_once('='))
-        .map(|(name, _)| name)
-        .filter(|name| !name.is_empty())
+    match split_entry(entry)? {
+        (name, Some(_)) if !name.is_empty() => Some(name),
+        _ => None,
+    }
 }
 
 pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
@@ -68,7 +77,7 @@ mod tests {
         ))
         .unwrap();
         let rec = run(&mut spec["process"]);
-        let env = crate::json::strings(spec["process"].get("env"));
+        let env = crate::lang::json::strings(spec["process"].get("env"));
         assert_eq!(env.len(), 3);
         assert!(env[0].starts_with("PATH=") && env[1].starts_with("HOSTNAME="));
         assert_eq!(env[2], "LANG=C.UTF-8");

@@ -14,10 +14,12 @@ use serde_json::{json, Value};
 
 use crate::config::{HomeMode, Policy};
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 #[cfg(test)] // the tests read lists with it
-use crate::json::strings;
-use crate::json::{array_at, as_object, clean_path, is_string_array, set, str_items, string_array};
+use crate::lang::json::strings;
+use crate::lang::json::{
+    array_at, as_object, clean_path, is_string_array, set, str_items, string_array,
+};
 use crate::rules::kernel_mounts::{destination, is_bind};
 use crate::rules::tmpfs::replace_mount_at;
 

@@ -20,7 +20,7 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::host::HostView;
 use crate::rules::kernel_mounts::{destination, is_bind};
 
@@ -75,7 +75,7 @@ fn writable_binds(spec: &Value) -> Vec<String> {
 /// A bind's final read-only state as runc applies its options: `ro`/`rw` in
 /// order, then `rro`/`rrw` (recursive, applied after the remount) on top.
 pub(crate) fn read_only(mount: &Value) -> bool {
-    let options = || crate::json::str_items(mount.get("options"));
+    let options = || crate::lang::json::str_items(mount.get("options"));
     let flag = options().fold(false, |ro, option| match option {
         "ro" => true,
         "rw" => false,
@@ -185,7 +185,7 @@ const OWNER_POWERS: &[&str] = &[
 fn writable_powers(process: &Value, field: &str, dest: &str) -> Result<(), Denial> {
     let sets = process.get("capabilities").and_then(Value::as_object);
     for (set, caps) in sets.into_iter().flatten() {
-        let found = crate::json::str_items(Some(caps)).find(|c| OWNER_POWERS.contains(c));
+        let found = crate::lang::json::str_items(Some(caps)).find(|c| OWNER_POWERS.contains(c));
         if let Some(cap) = found {
             return Err(Denial::new(
                 RULE,

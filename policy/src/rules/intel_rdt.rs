@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 
 pub const RULE: &str = "intel_rdt";
 pub const REASON: &str = "Intel RDT (resctrl) groups are host-wide: a client never sets them";

@@ -16,8 +16,8 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{
+use crate::engine::context::RuleContext;
+use crate::lang::json::{
     as_object, clean_path, field, is_string_array, set, str_field, str_items, string_array,
 };
 

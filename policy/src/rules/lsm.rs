@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::json::as_object;
+use crate::lang::json::as_object;
 
 const RULE: &str = "lsm";
 const KEYS: [&str; 2] = ["apparmorProfile", "selinuxLabel"];

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{is_string_array, object_at, set, str_items, string_array};
+use crate::engine::context::RuleContext;
+use crate::lang::json::{is_string_array, object_at, set, str_items, string_array};
 
 const RULE: &str = "masked_paths";
 

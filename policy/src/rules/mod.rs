@@ -3,43 +3,41 @@
 //! change in the [`crate::Record`], and returns a [`crate::Denial`] when the
 //! spec cannot be made to follow the policy.
 
-pub mod annotations;
-pub mod apparmor;
+pub(crate) mod annotations;
+pub(crate) mod apparmor;
 pub mod binds;
-pub mod capabilities;
-pub mod client_hooks;
-pub mod devices;
-pub mod env;
-pub mod home;
-pub mod host_ids;
+pub(crate) mod capabilities;
+pub(crate) mod cgroups;
+pub(crate) mod client_hooks;
+pub(crate) mod devices;
+pub(crate) mod env;
+pub(crate) mod home;
+pub(crate) mod host_ids;
 pub mod intel_rdt;
-pub mod kernel_mounts;
-pub mod lsm;
-pub mod masked_paths;
-pub mod namespaces;
-pub mod net_devices;
-pub mod network_hook;
-pub mod no_new_privileges;
-pub mod oom;
+pub(crate) mod kernel_mounts;
+pub(crate) mod lsm;
+pub(crate) mod masked_paths;
+pub(crate) mod namespaces;
+pub(crate) mod net_devices;
+pub(crate) mod network_hook;
+pub(crate) mod no_new_privileges;
+pub(crate) mod oom;
 pub mod pids;
-pub mod proc_fd;
-pub mod propagation;
+pub(crate) mod proc_fd;
+pub(crate) mod propagation;
 pub mod proxy_env;
-pub mod readonly_root;
+pub(crate) mod readonly_root;
 pub mod resources;
-pub mod rlimits;
-pub mod scheduling;
-pub mod seccomp;
+pub(crate) mod rlimits;
+pub(crate) mod root_path;
+pub(crate) mod scheduling;
+pub(crate) mod seccomp;
 mod seccomp_args;
 mod seccomp_merge;
 pub mod sysctls;
-pub mod tmpfs;
+pub(crate) mod tmpfs;
 pub mod tmpfs_modes;
-pub mod user;
-
-// issue 8 item 6
-pub mod cgroups;
-pub mod root_path;
+pub(crate) mod user;
 
 /// Keeps the entries of `map` that `keep` accepts; each one dropped is
 /// recorded as `<at>/<key>` under `rule`.
@@ -55,7 +53,7 @@ pub(crate) fn retain_recorded(
         if !kept {
             rec.change(
                 rule,
-                format!("{at}/{}", crate::json::pointer_segment(key)),
+                format!("{at}/{}", crate::lang::json::pointer_segment(key)),
                 value.clone(),
                 serde_json::Value::Null,
             );
@@ -101,5 +99,5 @@ pub(crate) fn options_at(spec: &serde_json::Value, dest: &str) -> Vec<String> {
         .as_array()
         .and_then(|mounts| mounts.iter().find(|m| m["destination"] == dest))
         .unwrap_or_else(|| panic!("no mount at {dest}"));
-    crate::json::strings(mount.get("options"))
+    crate::lang::json::strings(mount.get("options"))
 }

@@ -13,9 +13,9 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::host::NetnsTable;
-use crate::json::{str_field, str_items};
+use crate::lang::json::{str_field, str_items};
 
 const RULE: &str = "namespaces";
 /// Kinds that must be present; a missing entry is the host's namespace.
@@ -100,31 +100,40 @@ fn judge_path(kind: &str, path: &str, field: &str, cx: &RuleContext) -> Result<(
         ));
     }
     if kind == "network" {
-        return judge_netns(path, cx).map_err(|reason| Denial::new(RULE, field, path, reason));
+        return judge_netns(path, cx)
+            .map_err(|reason| Denial::new(RULE, field, path, reason.to_string()));
     }
     Ok(())
+}
+
+/// Why joining a network namespace is refused; the text is the reason.
+#[derive(Debug, thiserror::Error)]
+enum NetnsRefusal {
+    #[error("this network namespace holds another policy's vibe_shim table")]
+    Foreign,
+    #[error("another container's network namespace without this policy's vibe_shim table")]
+    InUse,
+    #[error("cannot tell whether this network namespace is in use")]
+    UseUnknown,
+    #[error("cannot read this network namespace's table")]
+    Unreadable,
 }
 
 /// Another container's network namespace only when it already holds this
 /// policy's table. A namespace no process is in and without any table is
 /// one the engine made for this container (podman, CNI) and is fine.
-fn judge_netns(path: &str, cx: &RuleContext) -> Result<(), String> {
+fn judge_netns(path: &str, cx: &RuleContext) -> Result<(), NetnsRefusal> {
     let path = Path::new(path);
     let table = cx.host.netns_policy_table(path, &cx.policy.network);
     match table {
         Some(NetnsTable::Ours) => Ok(()),
-        Some(NetnsTable::Foreign) => {
-            Err("this network namespace holds another policy's vibe_shim table".into())
-        }
+        Some(NetnsTable::Foreign) => Err(NetnsRefusal::Foreign),
         Some(NetnsTable::Absent) => match cx.host.netns_in_use(path) {
             Some(false) => Ok(()),
-            Some(true) => Err(
-                "another container's network namespace without this policy's vibe_shim table"
-                    .into(),
-            ),
-            None => Err("cannot tell whether this network namespace is in use".into()),
+            Some(true) => Err(NetnsRefusal::InUse),
+            None => Err(NetnsRefusal::UseUnknown),
         },
-        None => Err("cannot read this network namespace's table".into()),
+        None => Err(NetnsRefusal::Unreadable),
     }
 }
 

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::{RuleContext, NETWORK_HOOK_MARKER};
-use crate::json::{array_at, object_at, strings};
+use crate::engine::context::{RuleContext, NETWORK_HOOK_MARKER};
+use crate::lang::json::{array_at, object_at, strings};
 
 const RULE: &str = "network_hook";
 

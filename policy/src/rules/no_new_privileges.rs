@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::as_object;
+use crate::engine::context::RuleContext;
+use crate::lang::json::as_object;
 
 const RULE: &str = "no_new_privileges";
 

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{as_object, field, set};
+use crate::engine::context::RuleContext;
+use crate::lang::json::{as_object, field, set};
 
 const RULE: &str = "oom";
 

@@ -6,8 +6,8 @@
 use serde_json::{Map, Value};
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{as_object, object_at};
+use crate::engine::context::RuleContext;
+use crate::lang::json::{as_object, object_at};
 
 const RULE: &str = "pids";
 

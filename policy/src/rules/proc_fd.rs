@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{clean_path, str_field};
+use crate::engine::context::RuleContext;
+use crate::lang::json::{clean_path, str_field};
 
 const RULE: &str = "proc_fd";
 

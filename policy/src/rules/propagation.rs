@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
 use crate::rules::kernel_mounts::{edit_options, is_bind, mounts_mut};
 
 const RULE: &str = "propagation";

@@ -1,4 +1,4 @@
-//! Mode "proxy" (issue 12): every process is pointed at the egress proxy on
+//! Mode "proxy": every process is pointed at the egress proxy on
 //! its own loopback. The proxy variables are set by the policy, whatever the
 //! client passed: any case variant of their names is removed first, so a
 //! client's `http_proxy=http://elsewhere` (or `Http_Proxy`, which some tools
@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use crate::config::NetworkMode;
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
+use crate::engine::context::RuleContext;
+use crate::rules::env::{split_entry, MALFORMED};
 
 const RULE: &str = "proxy_env";
 
@@ -33,10 +34,10 @@ pub const PROXY_ENV: [(&str, &str); 7] = [
     ("NODE_USE_ENV_PROXY", "1"),
 ];
 
-/// The name part of an env entry (the whole text when it has no `=`).
-fn entry_name(entry: &Value) -> Option<&str> {
-    let text = entry.as_str()?;
-    Some(text.split_once('=').map_or(text, |(name, _)| name))
+/// The name part of an env entry: the whole text when it has no `=`, so a
+/// bare `HTTP_PROXY` goes too.
+fn name_part(entry: &Value) -> Option<&str> {
+    split_entry(entry).map(|(name, _)| name)
 }
 
 fn is_proxy_name(name: &str) -> bool {
@@ -49,11 +50,10 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
     if cx.policy.network.mode != NetworkMode::Proxy {
         return Ok(());
     }
-    let label =
-        |entry: &Value| Value::String(entry_name(entry).unwrap_or("<malformed entry>").into());
-    let entries = crate::json::array_at(process, "env");
+    let label = |entry: &Value| Value::String(name_part(entry).unwrap_or(MALFORMED).into());
+    let entries = crate::lang::json::array_at(process, "env");
     let original = entries.clone();
-    entries.retain(|entry| !entry_name(entry).is_some_and(is_proxy_name));
+    entries.retain(|entry| !name_part(entry).is_some_and(is_proxy_name));
     entries.extend(
         PROXY_ENV
             .iter()
@@ -85,7 +85,7 @@ mod tests {
     }
 
     fn env_of(process: &Value) -> Vec<String> {
-        crate::json::strings(process.get("env"))
+        crate::lang::json::strings(process.get("env"))
     }
 
     fn value_of<'a>(env: &'a [String], name: &str) -> Vec<&'a str> {

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::object_at;
+use crate::engine::context::RuleContext;
+use crate::lang::json::object_at;
 
 const RULE: &str = "readonly_root";
 

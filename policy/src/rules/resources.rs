@@ -19,8 +19,8 @@ use serde_json::{Map, Value};
 
 use crate::config::{parse_size, ResourcesSection};
 use crate::decision::{Denial, Record};
-use crate::engine::{RuleContext, KERNEL_TCP_HOOK_MARKER};
-use crate::json::{array_at, as_object, object_at, set};
+use crate::engine::context::{RuleContext, KERNEL_TCP_HOOK_MARKER};
+use crate::lang::json::{array_at, as_object, object_at, set};
 use crate::rules::network_hook::remove_marked;
 
 const RULE: &str = "resources";

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 
 use crate::config::{normalise_rlimit, RLIMIT_NAMES};
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{as_object, field, set, str_field};
+use crate::engine::context::RuleContext;
+use crate::lang::json::{as_object, field, set, str_field};
 
 const RULE: &str = "rlimits";
 

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::{CreateContext, RuleContext};
-use crate::json::{clean_path, object_at, set};
+use crate::engine::context::{CreateContext, RuleContext};
+use crate::lang::json::{clean_path, object_at, set};
 
 const RULE: &str = "root_path";
 const FIELD: &str = "/root/path";

@@ -9,8 +9,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::field;
+use crate::engine::context::RuleContext;
+use crate::lang::json::field;
 
 const RULE: &str = "scheduling";
 

@@ -21,8 +21,8 @@ use serde_json::{json, Value};
 
 use super::seccomp_merge::merge;
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{as_object, object_at, str_field};
+use crate::engine::context::RuleContext;
+use crate::lang::json::{as_object, object_at, str_field};
 
 const RULE: &str = "seccomp";
 const FIELD: &str = "/linux/seccomp";
@@ -170,7 +170,7 @@ mod tests {
     }
 
     fn names_of(rule: &Value) -> Vec<String> {
-        crate::json::strings(rule.get("names"))
+        crate::lang::json::strings(rule.get("names"))
     }
 
     #[test]

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 
 use super::seccomp_args::{alternatives, compiled, conjoin, is_stop, Conds, Conjunction};
-use crate::json::{as_object, str_field, strings};
+use crate::lang::json::{as_object, str_field, strings};
 
 /// The only filter flag a client may add.
 const CLIENT_FLAGS: &[&str] = &["SECCOMP_FILTER_FLAG_LOG"];

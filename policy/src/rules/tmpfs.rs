@@ -22,8 +22,8 @@ use serde_json::{json, Value};
 
 use crate::config::parse_size;
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::{array_at, as_object, clean_path, clean_path_within, set, str_items};
+use crate::engine::context::RuleContext;
+use crate::lang::json::{array_at, as_object, clean_path, clean_path_within, set, str_items};
 use crate::rules::kernel_mounts::{
     add_option, destination, edit_options, is_bind, is_tmpfs, remove_option,
 };
@@ -207,7 +207,7 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
 mod tests {
     use super::*;
     use crate::config::Policy;
-    use crate::json::strings;
+    use crate::lang::json::strings;
     use crate::rules::options_at;
 
     fn run(spec: &mut Value, policy: &Policy) -> Record {

@@ -20,8 +20,8 @@
 use serde_json::{json, Value};
 
 use crate::decision::{Denial, Record};
-use crate::engine::{RuleContext, TMPFS_MODES_HOOK_MARKER};
-use crate::json::{array_at, clean_path};
+use crate::engine::context::{RuleContext, TMPFS_MODES_HOOK_MARKER};
+use crate::lang::json::{array_at, clean_path};
 use crate::rules::home::{home_tmpfs, HOME_MODE};
 use crate::rules::network_hook::remove_marked;
 

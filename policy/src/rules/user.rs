@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use crate::decision::{Denial, Record};
-use crate::engine::RuleContext;
-use crate::json::object_at;
+use crate::engine::context::RuleContext;
+use crate::lang::json::object_at;
 
 const RULE: &str = "user";
 
@@ -16,7 +16,7 @@ pub fn apply(process: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<
     let user = object_at(process, "user");
     for (key, value) in [("uid", uid), ("gid", gid)] {
         let after = Value::from(value);
-        let before = crate::json::set(user, key, after.clone());
+        let before = crate::lang::json::set(user, key, after.clone());
         rec.change(
             RULE,
             format!("{}/user/{key}", cx.process_field),

@@ -22,7 +22,8 @@ pub fn anchor_relative_paths(spec: &mut Value, bundle: &Path) {
     };
     for mount in mounts {
         let bind = mount.get("type").and_then(Value::as_str) == Some("bind")
-            || crate::json::str_items(mount.get("options")).any(|o| o == "bind" || o == "rbind");
+            || crate::lang::json::str_items(mount.get("options"))
+                .any(|o| o == "bind" || o == "rbind");
         if let Some(source) = mount.get_mut("source").filter(|_| bind) {
             anchor(source);
         }

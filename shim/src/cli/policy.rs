@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use vibe_policy::config_merge::Origin;
+use vibe_policy::config::merge::Origin;
 use vibe_policy::{enforce_create, CreateContext, Policy, Rewrite};
 
 use crate::enforce::create::read_spec;

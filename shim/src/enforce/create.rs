@@ -141,9 +141,9 @@ pub fn read_spec(path: &Path) -> Result<Value, CreateError> {
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut bytes).map_err(fail)?;
-    vibe_policy::gojson::spec_from_slice(&bytes).map_err(|e| match e {
-        vibe_policy::gojson::Error::Key(denial) => CreateError::Key(denial),
-        vibe_policy::gojson::Error::Syntax(source) => CreateError::Parse {
+    vibe_policy::lang::gojson::spec_from_slice(&bytes).map_err(|e| match e {
+        vibe_policy::lang::gojson::Error::Key(denial) => CreateError::Key(denial),
+        vibe_policy::lang::gojson::Error::Syntax(source) => CreateError::Parse {
             path: path.display().to_string(),
             source,
         },

@@ -192,9 +192,11 @@ fn read_process_file(path: &OsStr) -> Result<Value, Refusal> {
     let denial = |reason: String| refusal(Denial::new("exec", "--process", lossy(path), reason));
     let bytes =
         std::fs::read(path).map_err(|e| denial(format!("cannot read process file: {e}")))?;
-    vibe_policy::gojson::process_from_slice(&bytes).map_err(|e| match e {
-        vibe_policy::gojson::Error::Key(key) => refusal(key),
-        vibe_policy::gojson::Error::Syntax(e) => denial(format!("process file is not JSON: {e}")),
+    vibe_policy::lang::gojson::process_from_slice(&bytes).map_err(|e| match e {
+        vibe_policy::lang::gojson::Error::Key(key) => refusal(key),
+        vibe_policy::lang::gojson::Error::Syntax(e) => {
+            denial(format!("process file is not JSON: {e}"))
+        }
     })
 }
 

@@ -1,7 +1,7 @@
 //! `[[profiles]]` plumbing: which policy file an enforced verb uses.
 //!
 //! `create`/`run`/`restore` pick a profile from the engine's bundle
-//! directory (the decision is `vibe_policy::profiles::select`) and the
+//! directory (the decision is `vibe_policy::engine::profile::select`) and the
 //! choice is recorded in the container's root-only directory, so that
 //! `start`, `exec` and `update` of that container use the same policy
 //! (the start check reads the network table of the policy it was made
@@ -78,9 +78,12 @@ pub fn choose(
             if policy.profiles.is_empty() {
                 return Ok(main(config_path, policy));
             }
-            let selected =
-                vibe_policy::profiles::select(&policy.profiles, &create.bundle, &RealHost::new())
-                    .cloned();
+            let selected = vibe_policy::engine::profile::select(
+                &policy.profiles,
+                &create.bundle,
+                &RealHost::new(),
+            )
+            .cloned();
             match selected {
                 None => Ok(main(config_path, policy)),
                 Some(p) => {

@@ -46,9 +46,9 @@ fn rewrite(
             |reason: String| refusal(Denial::new("update", "--resources", lossy(&source), reason));
         let bytes = read_resources(&source, stdin).map_err(|e| denial(e.to_string()))?;
         let doc: Value =
-            vibe_policy::gojson::resources_from_slice(&bytes).map_err(|e| match e {
-                vibe_policy::gojson::Error::Key(key) => refusal(key),
-                vibe_policy::gojson::Error::Syntax(e) => {
+            vibe_policy::lang::gojson::resources_from_slice(&bytes).map_err(|e| match e {
+                vibe_policy::lang::gojson::Error::Key(key) => refusal(key),
+                vibe_policy::lang::gojson::Error::Syntax(e) => {
                     denial(format!("resources are not JSON: {e}"))
                 }
             })?;

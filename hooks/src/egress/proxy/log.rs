@@ -159,7 +159,7 @@ pub fn now() -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    vibe_policy::rfc3339::rfc3339_utc(secs)
+    vibe_policy::lang::rfc3339::rfc3339_utc(secs)
 }
 
 fn libc_o_cloexec() -> i32 {

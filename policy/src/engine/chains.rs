@@ -2,44 +2,15 @@
 //! engine runs them in a fixed order over one `serde_json::Value`, so fields
 //! no rule knows are preserved, and collects every change.
 
-use std::path::PathBuf;
-
 use serde::Serialize;
 use serde_json::Value;
 
+use super::context::{CreateContext, ProcessRule, RuleContext, SpecRule};
+use super::validate;
 use crate::config::Policy;
 use crate::decision::{Change, Denial, Record, Refusal};
 use crate::host::HostView;
 use crate::rules;
-use crate::validate;
-
-/// The argument that marks vibe-shim's own hook entry in `hooks.createRuntime`.
-pub const NETWORK_HOOK_MARKER: &str = "vibe-shim-network-hook";
-/// The argument that marks vibe-shim's own hook entry in `hooks.createContainer`
-/// (the tmpfs modes, [`rules::tmpfs_modes`]).
-pub const TMPFS_MODES_HOOK_MARKER: &str = "vibe-shim-tmpfs-modes-hook";
-/// The argument that marks vibe-shim's own TCP memory hook in
-/// `hooks.createRuntime` ([`rules::resources::apply_hook`]).
-pub const KERNEL_TCP_HOOK_MARKER: &str = "vibe-shim-kernel-tcp-hook";
-
-/// What a create-time rewrite needs beyond the spec and the policy.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct CreateContext {
-    /// The runc container id (for Docker, the container's full id).
-    pub container_id: String,
-    /// The hook entry to add (`{"path", "args", "env", "timeout"}`); `None`
-    /// only in tests and `policy explain`.
-    pub network_hook: Option<Value>,
-    /// The real runtime vibe-shim will exec; judged by the network rule.
-    pub runtime_path: PathBuf,
-    /// The engine's bundle directory as given (`--bundle`, or the working
-    /// directory), absolute. A relative `root.path` is relative to it.
-    pub bundle: PathBuf,
-    /// runc's `--root`, absolute and clean (`/run/runc` when not given).
-    pub runc_root: PathBuf,
-    /// runc's `--systemd-cgroup`: which reading of `cgroupsPath` runc uses.
-    pub systemd_cgroup: bool,
-}
 
 /// A rewritten document plus everything that was changed in it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -48,20 +19,6 @@ pub struct Rewrite {
     pub changes: Vec<Change>,
 }
 
-/// Everything a rule may look at.
-pub struct RuleContext<'a> {
-    pub policy: &'a Policy,
-    pub host: &'a dyn HostView,
-    /// Set for create/run/restore; `None` for exec.
-    pub create: Option<&'a CreateContext>,
-    /// Prefix for `Change::field`: `/process` inside a spec, `` for an exec process.
-    pub process_field: &'a str,
-}
-
-/// A rule over the whole spec.
-pub type SpecRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
-/// A rule over one process object (the spec's `process`, or an exec's process.json).
-pub type ProcessRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
 /// A check of the input document before any rule runs.
 type Validator = fn(&mut Value) -> Result<(), Denial>;
 
@@ -110,13 +67,13 @@ pub const SPEC_RULES: &[SpecRule] = &[
 ];
 
 fn apply_process_rules(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
-    let process = crate::json::object_at(spec, "process");
+    let process = crate::lang::json::object_at(spec, "process");
     let mut process_value = Value::Object(std::mem::take(process));
     let result = PROCESS_RULES
         .iter()
         .try_for_each(|rule| rule(&mut process_value, cx, rec));
     if let Value::Object(map) = process_value {
-        *crate::json::object_at(spec, "process") = map;
+        *crate::lang::json::object_at(spec, "process") = map;
     }
     result
 }

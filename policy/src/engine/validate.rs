@@ -14,7 +14,7 @@
 use serde_json::Value;
 
 use crate::decision::Denial;
-use crate::json::field_mut;
+use crate::lang::json::field_mut;
 
 /// Lists typed `Vec<String>` (or `Option<Vec<String>>`) in oci-spec 0.7,
 /// as paths from the spec root; `*` is every item of an array. A test checks
@@ -138,7 +138,7 @@ mod tests {
 
     fn docker_default() -> Value {
         serde_json::from_str(include_str!(
-            "../tests/fixtures/docker-20.10/config-default.json"
+            "../../tests/fixtures/docker-20.10/config-default.json"
         ))
         .unwrap()
     }

@@ -660,7 +660,7 @@ impl<'de> Visitor<'de> for Checked<'_> {
                     match map.next_value_seed(seed) {
                         Ok(value) => value,
                         Err(e) => {
-                            prefix(self.denial, &crate::json::pointer_segment(&key));
+                            prefix(self.denial, &crate::lang::json::pointer_segment(&key));
                             return Err(e);
                         }
                     }
@@ -684,7 +684,7 @@ fn duplicate(key: &str) -> String {
 fn refuse<E: de::Error>(slot: &mut Option<Denial>, key: &str, reason: String) -> E {
     *slot = Some(Denial::new(
         RULE,
-        format!("/{}", crate::json::pointer_segment(key)),
+        format!("/{}", crate::lang::json::pointer_segment(key)),
         key,
         reason,
     ));

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::config::{normalise_capability, BindMode, HomeMode, Policy};
-use crate::json::{clean_path, str_field, strings};
+use crate::lang::json::{clean_path, str_field, strings};
 use crate::rules::binds::ENGINE_FILES;
 use crate::rules::devices::{is_safe_device, PTS_MAJOR, SAFE_DEVICES};
 use crate::rules::masked_paths::{MASKED_PATHS, READONLY_PATHS};

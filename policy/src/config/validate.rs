@@ -1,0 +1,324 @@
+//! The checks a parsed policy must pass; each error names its key.
+
+use std::path::Path;
+
+use super::sections::default_rlimits;
+use super::*;
+use crate::lang::hosts::HostPattern;
+use crate::lang::text::collapse_whitespace;
+
+impl Policy {
+    /// Parses and validates policy text. `origin` names the file in errors.
+    pub fn from_toml_str(text: &str, origin: &Path) -> Result<Policy, ConfigError> {
+        let path = origin.display().to_string();
+        let mut policy: Policy = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.clone(),
+            message: collapse_whitespace(&e.to_string()),
+        })?;
+        policy.validate(&path)?;
+        Ok(policy)
+    }
+
+    fn validate(&mut self, path: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: path.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        let mut normalised = Vec::new();
+        for cap in &self.process.capabilities {
+            let name = normalise_capability(cap).ok_or_else(|| {
+                invalid(
+                    "process.capabilities",
+                    format!("unknown capability {cap:?}"),
+                )
+            })?;
+            if NEVER_GRANTED_CAPABILITIES.contains(&name.as_str()) {
+                return Err(invalid(
+                    "process.capabilities",
+                    format!("{name} can undo the isolation and is never granted"),
+                ));
+            }
+            if !normalised.contains(&name) {
+                normalised.push(name);
+            }
+        }
+        self.process.capabilities = normalised;
+        if self.process.pids_limit <= 0 {
+            return Err(invalid(
+                "process.pids_limit",
+                format!("must be a positive number, not {}", self.process.pids_limit),
+            ));
+        }
+        if let Some(user) = &self.process.user {
+            if parse_uid_gid(user).is_none() {
+                return Err(invalid(
+                    "process.user",
+                    format!("expected numeric \"uid:gid\", got {user:?}"),
+                ));
+            }
+        }
+        for pattern in &self.process.env_allow {
+            let name = pattern.strip_suffix('*').unwrap_or(pattern);
+            if name.contains('*') || name.contains('=') || pattern.is_empty() {
+                return Err(invalid(
+                    "process.env_allow",
+                    format!("{pattern:?} must be a name or PREFIX*"),
+                ));
+            }
+        }
+        for (index, entry) in self.filesystem.tmpfs.iter().enumerate() {
+            let dir = &entry.path;
+            let clean = |p: &Path| crate::lang::json::clean_path(&p.to_string_lossy()).into_owned();
+            // Cleaned: "/tmp/.." would be a tmpfs over the whole root.
+            if !dir.is_absolute() || clean(dir) == "/" {
+                return Err(invalid(
+                    "filesystem.tmpfs",
+                    format!("{} must be an absolute path other than /", dir.display()),
+                ));
+            }
+            if self.filesystem.tmpfs[..index]
+                .iter()
+                .any(|e| clean(&e.path) == clean(dir))
+            {
+                return Err(invalid(
+                    "filesystem.tmpfs",
+                    format!("{} is listed twice", dir.display()),
+                ));
+            }
+        }
+        for bind in &self.filesystem.bind {
+            if !bind.source.is_absolute() || bind.source == Path::new("/") {
+                return Err(invalid(
+                    "filesystem.bind.source",
+                    format!(
+                        "{} must be an absolute path other than /",
+                        bind.source.display()
+                    ),
+                ));
+            }
+        }
+        for init in &self.filesystem.init_binaries {
+            if !init.is_absolute() || init == Path::new("/") {
+                return Err(invalid(
+                    "filesystem.init_binaries",
+                    format!("{} must be an absolute file path", init.display()),
+                ));
+            }
+        }
+        for (key, dirs) in [
+            ("runtime.checkpoint_dirs", &self.runtime.checkpoint_dirs),
+            ("runtime.pid_file_dirs", &self.runtime.pid_file_dirs),
+        ] {
+            if let Some(d) = dirs
+                .iter()
+                .find(|d| !d.is_absolute() || *d == Path::new("/"))
+            {
+                return Err(invalid(
+                    key,
+                    format!("{} must be an absolute directory, not /", d.display()),
+                ));
+            }
+        }
+        if let Some(p) = &self.runtime.path {
+            if !p.is_absolute() {
+                return Err(invalid(
+                    "runtime.path",
+                    format!("{} must be absolute", p.display()),
+                ));
+            }
+        }
+        if let Some(p) = &self.network.nft {
+            if !p.is_absolute() {
+                return Err(invalid(
+                    "network.nft",
+                    format!("{} must be absolute", p.display()),
+                ));
+            }
+        }
+        if self.network.mode == NetworkMode::Allowlist && self.network.allow.is_empty() {
+            return Err(invalid(
+                "network.allow",
+                "mode \"allowlist\" needs at least one entry (use mode \"none\" for no egress)"
+                    .into(),
+            ));
+        }
+        if self.network.mode != NetworkMode::Allowlist && !self.network.allow.is_empty() {
+            return Err(invalid(
+                "network.allow",
+                "entries only apply with mode \"allowlist\"".into(),
+            ));
+        }
+        if self.network.mode.loopback_only() && self.network.inbound {
+            return Err(invalid(
+                "network.inbound",
+                "mode \"none\" allows no traffic but loopback; inbound needs \"allowlist\" or \"open\""
+                    .into(),
+            ));
+        }
+        if !self.network.dns && !self.network.resolvers.is_empty() {
+            return Err(invalid(
+                "network.resolvers",
+                "resolvers only apply with dns = true".into(),
+            ));
+        }
+        network(&self.network).map_err(|(key, message)| invalid(key, message))?;
+        self.hooks
+            .validate()
+            .map_err(|(key, message)| invalid(key, message))?;
+        self.validate_resources(path)?;
+        super::profiles::validate(&self.profiles).map_err(|e| ConfigError::Invalid {
+            path: path.to_string(),
+            key: "profiles".into(),
+            message: e.to_string(),
+        })?;
+        Ok(())
+    }
+}
+
+impl HooksSection {
+    /// Checks paths and patterns; the error names the key.
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
+        use crate::lang::pattern::{check_env_pattern, check_pattern};
+        for dir in &self.oci_hooks_dirs {
+            if !dir.is_absolute() {
+                return Err((
+                    "hooks.oci_hooks_dirs",
+                    format!("{} must be absolute", dir.display()),
+                ));
+            }
+        }
+        for allow in &self.allow {
+            let path = allow.path.to_string_lossy();
+            if crate::lang::json::clean_path(&path) != path || !allow.path.is_absolute() {
+                return Err((
+                    "hooks.allow.path",
+                    format!("{path} must be an absolute, clean path"),
+                ));
+            }
+            if allow.stages.contains(&HookStage::StartContainer) {
+                return Err((
+                    "hooks.allow.stages",
+                    format!(
+                        "{path}: startContainer hooks run inside the container (after \
+                         pivot_root), where a host binary cannot be judged; only an OCI \
+                         hooks.d definition can allow one"
+                    ),
+                ));
+            }
+            if allow.stages.is_empty() {
+                return Err((
+                    "hooks.allow.stages",
+                    format!("{path}: name at least one stage"),
+                ));
+            }
+            if allow.args.is_empty() {
+                return Err((
+                    "hooks.allow.args",
+                    format!("{path}: args[0] at least is required"),
+                ));
+            }
+            let patterns = allow.args.iter().chain(allow.options.iter().flatten());
+            for pattern in patterns {
+                check_pattern(pattern).map_err(|e| ("hooks.allow.args", format!("{path}: {e}")))?;
+            }
+            if allow.options.iter().any(Vec::is_empty) {
+                return Err(("hooks.allow.options", format!("{path}: an empty group")));
+            }
+            for pattern in &allow.env {
+                check_env_pattern(pattern)
+                    .map_err(|e| ("hooks.allow.env", format!("{path}: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Policy {
+    fn validate_resources(&mut self, path: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: path.to_string(),
+            key: format!("resources.{key}"),
+            message,
+        };
+        let r = &mut self.resources;
+        // Below a few MiB runc cannot even start the container's init.
+        if r.memory_max.0 < 8 << 20 {
+            return Err(invalid(
+                "memory_max",
+                format!("must be at least 8m, not {} bytes", r.memory_max.0),
+            ));
+        }
+        // Below a page per socket TCP cannot move a byte.
+        if let Some(tcp) = r.kernel_tcp_max.filter(|t| t.0 < 1 << 20) {
+            return Err(invalid(
+                "kernel_tcp_max",
+                format!("must be at least 1m, not {} bytes", tcp.0),
+            ));
+        }
+        if !(r.cpus.is_finite() && r.cpus >= 0.01 && r.cpus <= 4096.0) {
+            return Err(invalid(
+                "cpus",
+                format!("must be a number of CPUs from 0.01 to 4096, not {}", r.cpus),
+            ));
+        }
+        if !(2..=262_144).contains(&r.cpu_shares_max) {
+            return Err(invalid(
+                "cpu_shares_max",
+                format!("must be 2 to 262144, not {}", r.cpu_shares_max),
+            ));
+        }
+        if r.tmpfs_max.0 < 1 << 20 {
+            return Err(invalid(
+                "tmpfs_max",
+                format!("must be at least 1m, not {} bytes", r.tmpfs_max.0),
+            ));
+        }
+        let mut merged = default_rlimits();
+        for (name, max) in &r.rlimits {
+            let full = normalise_rlimit(name)
+                .ok_or_else(|| invalid("rlimits", format!("unknown rlimit {name:?}")))?;
+            merged.insert(full.to_string(), *max);
+        }
+        r.rlimits = merged;
+        Ok(())
+    }
+}
+
+/// Checks `hosts`, `ports` and `enforce` of `[network]`; the error names
+/// the key.
+pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)> {
+    let defaults = NetworkSection::default();
+    if net.mode != NetworkMode::Proxy {
+        if !net.hosts.is_empty() {
+            return Err(("network.hosts", "only applies with mode \"proxy\"".into()));
+        }
+        if net.ports != defaults.ports {
+            return Err(("network.ports", "only applies with mode \"proxy\"".into()));
+        }
+        if net.enforce != defaults.enforce {
+            return Err(("network.enforce", "only applies with mode \"proxy\"".into()));
+        }
+        return Ok(());
+    }
+    for entry in &net.hosts {
+        entry
+            .parse::<HostPattern>()
+            .map_err(|e| ("network.hosts", e))?;
+    }
+    if net.enforce && net.hosts.is_empty() {
+        return Err((
+            "network.hosts",
+            "mode \"proxy\" needs at least one entry (use mode \"none\" for no egress, or enforce = false to learn what is needed)".into(),
+        ));
+    }
+    for (i, port) in net.ports.iter().enumerate() {
+        if *port == 0 {
+            return Err(("network.ports", "ports are 1-65535".into()));
+        }
+        if net.ports[..i].contains(port) {
+            return Err(("network.ports", format!("port {port} listed twice")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! What a rule sees and what marks vibe-shim's own hooks: the floor the
+//! rules stand on, below the chains that run them.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::Policy;
+use crate::decision::{Denial, Record};
+use crate::host::HostView;
+
+/// The argument that marks vibe-shim's own hook entry in `hooks.createRuntime`.
+pub const NETWORK_HOOK_MARKER: &str = "vibe-shim-network-hook";
+/// The argument that marks vibe-shim's own hook entry in `hooks.createContainer`
+/// (the tmpfs modes, [`crate::rules::tmpfs_modes`]).
+pub const TMPFS_MODES_HOOK_MARKER: &str = "vibe-shim-tmpfs-modes-hook";
+/// The argument that marks vibe-shim's own TCP memory hook in
+/// `hooks.createRuntime` ([`crate::rules::resources::apply_hook`]).
+pub const KERNEL_TCP_HOOK_MARKER: &str = "vibe-shim-kernel-tcp-hook";
+
+/// What a create-time rewrite needs beyond the spec and the policy.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CreateContext {
+    /// The runc container id (for Docker, the container's full id).
+    pub container_id: String,
+    /// The hook entry to add (`{"path", "args", "env", "timeout"}`); `None`
+    /// only in tests and `policy explain`.
+    pub network_hook: Option<Value>,
+    /// The real runtime vibe-shim will exec; judged by the network rule.
+    pub runtime_path: PathBuf,
+    /// The engine's bundle directory as given (`--bundle`, or the working
+    /// directory), absolute. A relative `root.path` is relative to it.
+    pub bundle: PathBuf,
+    /// runc's `--root`, absolute and clean (`/run/runc` when not given).
+    pub runc_root: PathBuf,
+    /// runc's `--systemd-cgroup`: which reading of `cgroupsPath` runc uses.
+    pub systemd_cgroup: bool,
+}
+
+/// Everything a rule may look at.
+pub struct RuleContext<'a> {
+    pub policy: &'a Policy,
+    pub host: &'a dyn HostView,
+    /// Set for create/run/restore; `None` for exec.
+    pub create: Option<&'a CreateContext>,
+    /// Prefix for `Change::field`: `/process` inside a spec, `` for an exec process.
+    pub process_field: &'a str,
+}
+
+/// A rule over the whole spec.
+pub type SpecRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
+/// A rule over one process object (the spec's `process`, or an exec's process.json).
+pub type ProcessRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
