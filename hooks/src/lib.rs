@@ -1,8 +1,8 @@
-//! vibe-shim's network confinement (issues 4 and 9): an OCI `createRuntime`
-//! hook that installs the `inet vibe_shim` nftables table and prunes routes
-//! inside the container's network namespace, plus the re-check done before
-//! `start`. In open mode both also install `inet vibe_shim_<id>` in the
-//! host's namespace (see `ruleset.rs`), which [`remove_host_rules`] deletes
+//! vibe-shim's network confinement: an OCI `createRuntime` hook that
+//! installs the `inet vibe_shim` nftables table and prunes routes inside the
+//! container's network namespace, plus the re-check done before `start`. In
+//! open mode both also install `inet vibe_shim_<id>` in the host's namespace
+//! (see [`vibe_policy::network::ruleset`]), which [`remove_host_rules`] deletes
 //! at `delete`. All talk to nf_tables over netlink in process; only an
 //! admin-configured `nft` binary makes the hook run a process.
 //!
@@ -15,7 +15,6 @@ pub mod nfnetlink;
 pub mod nft;
 pub mod nftables;
 pub mod routes;
-pub mod ruleset;
 pub mod state;
 
 use std::fs::File;
@@ -26,11 +25,11 @@ use std::path::{Path, PathBuf};
 use ipnet::IpNet;
 use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_policy::engine::NETWORK_HOOK_MARKER;
+use vibe_policy::network::ruleset::{self, Facts};
 
 use crate::nfnetlink::NetlinkError;
 use crate::nft::NftError;
 use crate::routes::RouteError;
-use crate::ruleset::Facts;
 use crate::state::{ContainerState, StateError};
 
 /// PATH given to the hook when the creating process has none.
