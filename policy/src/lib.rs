@@ -16,6 +16,7 @@ pub mod gojson;
 pub mod host;
 pub mod invariants;
 pub mod json;
+pub mod lang;
 pub mod network;
 pub mod profiles;
 pub mod rfc3339;

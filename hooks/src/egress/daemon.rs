@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use vibe_policy::config::{NetworkMode, NetworkSection};
+use vibe_policy::lang::container_id;
 use vibe_policy::rules::proxy_env::PROXY_PORT;
 
 use super::control::{self, Reply, Request};
@@ -404,7 +405,7 @@ impl Daemon {
     /// Checks a registration, binds the listeners in `netns`, writes the
     /// record, and serves. Returns the listening addresses or why not.
     fn register(&self, record: Record, netns: File) -> Result<Vec<String>, String> {
-        if !records::valid_id(&record.id) {
+        if !container_id::is_valid(&record.id) {
             return Err(format!("invalid container id {:?}", record.id));
         }
         if !record.runc_root.is_absolute() {

@@ -29,6 +29,7 @@ use std::fmt::{self, Write as _};
 use std::net::IpAddr;
 
 use crate::config::{AllowRule, NetworkMode, NetworkSection, Protocol};
+use crate::lang::container_id;
 use ipnet::IpNet;
 
 /// Family and name of the one table the hook owns.
@@ -306,15 +307,10 @@ pub fn input_rules(net: &NetworkSection) -> Vec<Rule> {
 }
 
 /// The name of the host-namespace table that keeps container `id` off the
-/// host's addresses; `None` when the id cannot name one (runc's own id rule
-/// allows these and '+', which nft's parser does not).
+/// host's addresses; `None` when the id breaks the one container-id rule
+/// ([`crate::lang::container_id`]).
 pub fn host_table_name(id: &str) -> Option<String> {
-    let ok = !id.is_empty()
-        && id.len() <= 200
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    ok.then(|| format!("{HOST_TABLE_PREFIX}{id}"))
+    container_id::is_valid(id).then(|| format!("{HOST_TABLE_PREFIX}{id}"))
 }
 
 /// Prefix of the per-container host tables.

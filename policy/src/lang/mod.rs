@@ -1,0 +1,1 @@
+pub mod container_id;
