@@ -87,7 +87,7 @@ pub enum HookError {
     /// Mode "proxy": the egress daemon did not take (or does not hold) the
     /// container.
     #[error("egress proxy: {0}")]
-    Egress(#[from] egress::control::ControlError),
+    Egress(#[from] egress::client::ControlError),
 }
 
 /// The hook's option naming runc's `--root` (the egress daemon keys
@@ -148,7 +148,7 @@ pub fn register_egress(
     }
     let state = ContainerState::parse(state_json)?;
     let netns = open_container_netns(state.pid)?;
-    egress::daemon::register(
+    egress::client::register(
         &net.egress_socket,
         runc_root,
         &state.id,
@@ -166,7 +166,7 @@ pub fn check_egress(net: &NetworkSection, runc_root: &Path, id: &str) -> Result<
     if net.mode != NetworkMode::Proxy {
         return Ok(());
     }
-    egress::daemon::status(&net.egress_socket, runc_root, id)?;
+    egress::client::status(&net.egress_socket, runc_root, id)?;
     Ok(())
 }
 
