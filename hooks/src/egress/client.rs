@@ -24,12 +24,17 @@ pub enum ControlError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("egress daemon at {path}: unreadable reply: {reason}")]
-    Reply { path: PathBuf, reason: String },
+    #[error("egress daemon at {path}: unreadable reply: {source}")]
+    Reply {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error("egress daemon refused: {0}")]
     Refused(String),
     #[error("request: {0}")]
-    Request(String),
+    Encode(#[source] serde_json::Error),
+    #[error("request: cannot read process {0}'s start time")]
+    StartTime(i32),
 }
 
 /// Sends `request` (with `fd` attached) to the daemon at `socket` and
@@ -49,13 +54,13 @@ pub fn call(
     })?;
     stream.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
     stream.set_write_timeout(Some(TIMEOUT)).map_err(io)?;
-    let mut line = serde_json::to_vec(request).map_err(|e| ControlError::Request(e.to_string()))?;
+    let mut line = serde_json::to_vec(request).map_err(ControlError::Encode)?;
     line.push(b'\n');
     send_with_fd(&stream, &line, fd).map_err(io)?;
     let reply = read_line(&mut stream, MAX_LINE).map_err(io)?;
-    let reply: Reply = serde_json::from_slice(&reply).map_err(|e| ControlError::Reply {
+    let reply: Reply = serde_json::from_slice(&reply).map_err(|source| ControlError::Reply {
         path: socket.to_path_buf(),
-        reason: e.to_string(),
+        source,
     })?;
     if !reply.ok {
         let reason = reply.error.unwrap_or_else(|| "no reason given".into());
@@ -75,8 +80,7 @@ pub fn register(
     netns: &File,
 ) -> Result<Vec<String>, ControlError> {
     use std::os::fd::AsFd;
-    let start_time = records::process_start(i64::from(pid))
-        .ok_or_else(|| ControlError::Request(format!("cannot read process {pid}'s start time")))?;
+    let start_time = records::process_start(i64::from(pid)).ok_or(ControlError::StartTime(pid))?;
     let request = Request::Register {
         id: id.to_string(),
         runc_root: runc_root.to_path_buf(),
