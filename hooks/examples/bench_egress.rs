@@ -1,4 +1,4 @@
-//! The egress proxy's figures (issue 12): the proxy, the upstream and the
+//! The egress proxy's figures: the proxy, the upstream and the
 //! client each on a thread of their own. A stand-in resolver maps the test
 //! name to a documentation address and a stand-in dialer takes that to the
 //! upstream, so nothing leaves the host.

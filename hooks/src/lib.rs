@@ -1,8 +1,8 @@
-//! vibe-shim's network confinement (issues 4 and 9): an OCI `createRuntime`
-//! hook that installs the `inet vibe_shim` nftables table and prunes routes
-//! inside the container's network namespace, plus the re-check done before
-//! `start`. In open mode both also install `inet vibe_shim_<id>` in the
-//! host's namespace (see `ruleset.rs`), which [`remove_host_rules`] deletes
+//! vibe-shim's network confinement: an OCI `createRuntime` hook that
+//! installs the `inet vibe_shim` nftables table and prunes routes inside the
+//! container's network namespace, plus the re-check done before `start`. In
+//! open mode both also install `inet vibe_shim_<id>` in the host's namespace
+//! (see [`vibe_policy::network::ruleset`]), which [`remove_host_rules`] deletes
 //! at `delete`. All talk to nf_tables over netlink in process; only an
 //! admin-configured `nft` binary makes the hook run a process.
 //!
@@ -10,13 +10,13 @@
 //! that has entered it; the calling thread never changes namespace, and
 //! writes nothing to the host but that one per-container table.
 
+pub mod backend;
 pub mod egress;
 pub mod fsio;
 pub mod nfnetlink;
 pub mod nft;
 pub mod nftables;
 pub mod routes;
-pub mod ruleset;
 pub mod state;
 
 use std::fs::File;
@@ -27,11 +27,12 @@ use std::path::{Path, PathBuf};
 use ipnet::IpNet;
 use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_policy::engine::NETWORK_HOOK_MARKER;
+use vibe_policy::network::ruleset::{self, Facts};
 
+use crate::backend::{Backend, BackendError};
 use crate::nfnetlink::NetlinkError;
 use crate::nft::NftError;
 use crate::routes::RouteError;
-use crate::ruleset::Facts;
 use crate::state::{ContainerState, StateError};
 
 /// PATH given to the hook when the creating process has none.
@@ -57,15 +58,17 @@ pub enum HookError {
         source: std::io::Error,
     },
     #[error("cannot enter the container's network namespace: {0}")]
-    Enter(nix::Error),
+    Enter(#[source] nix::Error),
     #[error("worker thread failed: {0}")]
-    Thread(String),
+    Thread(#[source] std::io::Error),
+    #[error("worker thread failed: panicked")]
+    Panicked,
     #[error("cannot read the container's addresses: {0}")]
-    ContainerAddresses(RouteError),
+    ContainerAddresses(#[source] RouteError),
     #[error("container id {0:?} cannot name a host table")]
     BadId(String),
-    #[error("host table inet {name}: {reason}")]
-    HostTable { name: String, reason: String },
+    #[error("host table inet {name}: {source}")]
+    HostTable { name: String, source: BackendError },
     #[error(transparent)]
     Nft(#[from] NftError),
     #[error("nftables: {0}")]
@@ -85,7 +88,7 @@ pub enum HookError {
     /// Mode "proxy": the egress daemon did not take (or does not hold) the
     /// container.
     #[error("egress proxy: {0}")]
-    Egress(#[from] egress::control::ControlError),
+    Egress(#[from] egress::client::ControlError),
 }
 
 /// The hook's option naming runc's `--root` (the egress daemon keys
@@ -146,7 +149,7 @@ pub fn register_egress(
     }
     let state = ContainerState::parse(state_json)?;
     let netns = open_container_netns(state.pid)?;
-    egress::daemon::register(
+    egress::client::register(
         &net.egress_socket,
         runc_root,
         &state.id,
@@ -164,7 +167,7 @@ pub fn check_egress(net: &NetworkSection, runc_root: &Path, id: &str) -> Result<
     if net.mode != NetworkMode::Proxy {
         return Ok(());
     }
-    egress::daemon::status(&net.egress_socket, runc_root, id)?;
+    egress::client::status(&net.egress_socket, runc_root, id)?;
     Ok(())
 }
 
@@ -208,10 +211,7 @@ pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<()
     // gone.
     let name = ruleset::host_table_name(id).ok_or_else(|| HookError::BadId(id.to_string()))?;
     let host_there = nftables::read_table_named(&name)
-        .map_err(|e| HookError::HostTable {
-            name: name.clone(),
-            reason: e.to_string(),
-        })?
+        .map_err(host_table(&name))?
         .is_some();
     let mut covered = allowed;
     covered.sort();
@@ -234,17 +234,30 @@ pub fn remove_host_rules(id: &str) -> Result<(), HookError> {
     };
     // A lookup is cheap; a delete batch goes through a commit (~10 ms) even
     // when the table is absent, and only open mode makes one.
-    let exists = nftables::read_table_named(&name).map_err(|e| HookError::HostTable {
-        name: name.clone(),
-        reason: e.to_string(),
-    })?;
+    let exists = nftables::read_table_named(&name).map_err(host_table(&name))?;
     if exists.is_none() {
         return Ok(());
     }
-    nftables::delete_table(&name).map_err(|e| HookError::HostTable {
-        name,
-        reason: e.to_string(),
-    })
+    nftables::delete_table(&name).map_err(host_table(&name))
+}
+
+/// A failure about open mode's host table `name`, whatever went wrong.
+fn host_table<E: Into<BackendError>>(name: &str) -> impl FnOnce(E) -> HookError + '_ {
+    move |e| HookError::HostTable {
+        name: name.to_string(),
+        source: e.into(),
+    }
+}
+
+impl From<BackendError> for HookError {
+    /// The container's own table: the backend's error as the hook always
+    /// named it.
+    fn from(e: BackendError) -> HookError {
+        match e {
+            BackendError::Nft(e) => HookError::Nft(e),
+            BackendError::Netlink(e) => HookError::Netlink(e),
+        }
+    }
 }
 
 /// The whole network work for container `id` in `netns`. Open mode reads
@@ -252,18 +265,14 @@ pub fn remove_host_rules(id: &str) -> Result<(), HookError> {
 /// then lets them out of the container's table: an address that appears
 /// later has no egress until this runs again.
 fn apply(id: &str, netns: File, net: &NetworkSection, phase: Phase) -> Result<(), HookError> {
-    let nft = net.nft.as_deref().map(nft::check_executable).transpose()?;
+    let backend = Backend::for_policy(net)?;
     let mut facts = Facts::default();
     if net.mode == NetworkMode::Open {
         let name = ruleset::host_table_name(id).ok_or_else(|| HookError::BadId(id.to_string()))?;
         let reader = clone_fd(&netns)?;
         facts.container_addrs = in_netns(reader, container_addresses)?;
         let host = ruleset::host_table(&name, net, &facts.container_addrs);
-        let installed = match &nft {
-            Some(nft) => nft::apply(nft, &ruleset::ruleset(&host)).map_err(|e| e.to_string()),
-            None => nftables::apply(&host).map_err(|e| e.to_string()),
-        };
-        installed.map_err(|reason| HookError::HostTable { name, reason })?;
+        backend.apply(&host).map_err(host_table(&name))?;
     }
     let table = match phase {
         Phase::Create => ruleset::creating_table(net, &facts),
@@ -271,10 +280,7 @@ fn apply(id: &str, netns: File, net: &NetworkSection, phase: Phase) -> Result<()
     };
     let plan = route_plan(net);
     in_netns(netns, move || {
-        match nft {
-            Some(nft) => nft::apply(&nft, &ruleset::ruleset(&table))?,
-            None => nftables::apply(&table)?,
-        }
+        backend.apply(&table)?;
         route_work(plan)
     })
 }
@@ -301,8 +307,7 @@ fn is_container_source(addr: IpAddr) -> bool {
 }
 
 fn clone_fd(file: &File) -> Result<File, HookError> {
-    file.try_clone()
-        .map_err(|e| HookError::Thread(e.to_string()))
+    file.try_clone().map_err(HookError::Thread)
 }
 
 /// What the network namespace file at `path` (a `/proc/<pid>/ns/net` or a
@@ -370,10 +375,8 @@ where
             drop(netns);
             work()
         })
-        .map_err(|e| HookError::Thread(e.to_string()))?;
-    worker
-        .join()
-        .map_err(|_| HookError::Thread("panicked".into()))?
+        .map_err(HookError::Thread)?;
+    worker.join().map_err(|_| HookError::Panicked)?
 }
 
 /// What the route work does for a policy.

@@ -1,5 +1,5 @@
 //! The `inet vibe_shim` table over netlink, in process: the batch that
-//! installs [`crate::ruleset`]'s rules, and a read-back of the table for the
+//! installs [`vibe_policy::network::ruleset`]'s rules, and a read-back of the table for the
 //! start-time check. Each rule is encoded the way `nft` 1.0 encodes the same
 //! text (see `nft --debug=netlink`), so `nft list` prints both alike.
 //! Numbers are from the kernel's uapi header linux/netfilter/nf_tables.h.
@@ -9,12 +9,12 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use nix::errno::Errno;
 use vibe_policy::config::Protocol;
+use vibe_policy::network::ruleset::{Hook, Match, Table, Verdict, TABLE_NAME};
 
 use crate::nfnetlink::{
     attr_str, attr_u32_be, attribute, attributes, MessageWriter, NetfilterSocket, NetlinkError,
     Reply, NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_DUMP,
 };
-use crate::ruleset::{Hook, Match, Table, Verdict, TABLE_NAME};
 
 const NFPROTO_INET: u8 = 1;
 const NFPROTO_IPV4: u8 = 2;
@@ -669,8 +669,8 @@ impl TableView {
 mod tests {
     use super::*;
     use crate::nfnetlink::parse_replies;
-    use crate::ruleset::{container_table, policy_tag, Facts};
     use vibe_policy::config::{NetworkMode, NetworkSection};
+    use vibe_policy::network::ruleset::{container_table, policy_tag, Facts};
 
     #[test]
     fn prefix_masks() {

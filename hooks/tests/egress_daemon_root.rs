@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vibe_hooks::egress::daemon;
+use vibe_hooks::egress::client;
 use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_shim_tests::bundle::shim_bin;
 use vibe_shim_tests::netns::Netns;
@@ -134,7 +134,7 @@ impl Rig {
             ..NetworkSection::default()
         };
         let netns = File::open(self.container.path()).unwrap();
-        daemon::register(
+        client::register(
             &self.socket(),
             Path::new(ROOT),
             "daemon-test",
@@ -154,7 +154,7 @@ impl Rig {
             ..NetworkSection::default()
         };
         let netns = File::open(self.container.path()).unwrap();
-        daemon::register(
+        client::register(
             &self.socket(),
             Path::new(ROOT),
             "daemon-test",
@@ -166,7 +166,7 @@ impl Rig {
     }
 
     fn served(&self) -> bool {
-        daemon::status(&self.socket(), Path::new(ROOT), "daemon-test").is_ok()
+        client::status(&self.socket(), Path::new(ROOT), "daemon-test").is_ok()
     }
 
     /// One request to the proxy from inside the container: the response.

@@ -521,7 +521,7 @@ fn fails_closed() {
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn netlink_and_nft_install_the_same_table() {
-    use vibe_hooks::ruleset::{container_table, host_table, Facts};
+    use vibe_policy::network::ruleset::{container_table, host_table, Facts};
     let guard = host_guard();
     let every_allow_form = [
         "192.0.2.10",

@@ -13,6 +13,7 @@ pub mod egress;
 pub mod engine;
 pub mod host;
 pub mod lang;
+pub mod network;
 pub mod rules;
 pub mod runc;
 

@@ -8,11 +8,14 @@
 //! {"op":"status","id","runc_root"}      (both omitted: the daemon's count)
 //! -> {"ok":true,...} | {"ok":false,"error":"why"}
 //! ```
+//!
+//! Both halves share this framing; the client half (the hook's and the
+//! shim's calls) is [`super::client`], the daemon's is [`super::daemon`].
 
 use std::io::{IoSlice, IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
@@ -23,26 +26,6 @@ use vibe_policy::config::NetworkSection;
 pub const MAX_LINE: usize = 256 * 1024;
 /// How long either side waits for the other.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
-
-#[derive(Debug, thiserror::Error)]
-pub enum ControlError {
-    #[error("cannot reach the egress daemon at {path}: {source} (is `vibe-shim egress` running?)")]
-    Connect {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("egress daemon at {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("egress daemon at {path}: unreadable reply: {reason}")]
-    Reply { path: PathBuf, reason: String },
-    #[error("egress daemon refused: {0}")]
-    Refused(String),
-    #[error("request: {0}")]
-    Request(String),
-}
 
 /// One request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,40 +81,8 @@ impl Reply {
     }
 }
 
-/// Sends `request` (with `fd` attached) to the daemon at `socket` and
-/// returns its reply; a reply with `ok: false` is [`ControlError::Refused`].
-pub fn call(
-    socket: &Path,
-    request: &Request,
-    fd: Option<BorrowedFd<'_>>,
-) -> Result<Reply, ControlError> {
-    let io = |source| ControlError::Io {
-        path: socket.to_path_buf(),
-        source,
-    };
-    let mut stream = UnixStream::connect(socket).map_err(|source| ControlError::Connect {
-        path: socket.to_path_buf(),
-        source,
-    })?;
-    stream.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
-    stream.set_write_timeout(Some(TIMEOUT)).map_err(io)?;
-    let mut line = serde_json::to_vec(request).map_err(|e| ControlError::Request(e.to_string()))?;
-    line.push(b'\n');
-    send_with_fd(&stream, &line, fd).map_err(io)?;
-    let reply = read_line(&mut stream, MAX_LINE).map_err(io)?;
-    let reply: Reply = serde_json::from_slice(&reply).map_err(|e| ControlError::Reply {
-        path: socket.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    if !reply.ok {
-        let reason = reply.error.unwrap_or_else(|| "no reason given".into());
-        return Err(ControlError::Refused(reason));
-    }
-    Ok(reply)
-}
-
 /// Writes `bytes`, the fd riding on the first `sendmsg`.
-fn send_with_fd(
+pub fn send_with_fd(
     stream: &UnixStream,
     bytes: &[u8],
     fd: Option<BorrowedFd<'_>>,
@@ -294,23 +245,5 @@ mod tests {
         let mut a = a;
         let reply: Reply = serde_json::from_slice(&read_line(&mut a, MAX_LINE).unwrap()).unwrap();
         assert_eq!(reply.error.as_deref(), Some("no"));
-    }
-
-    #[test]
-    fn unreachable_daemon_names_the_socket() {
-        let err = call(
-            Path::new("/nonexistent/egress.sock"),
-            &Request::Status {
-                id: None,
-                runc_root: None,
-            },
-            None,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("/nonexistent/egress.sock") && err.contains("vibe-shim egress"),
-            "{err}"
-        );
     }
 }

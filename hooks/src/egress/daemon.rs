@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use vibe_policy::config::{NetworkMode, NetworkSection};
+use vibe_policy::lang::container_id;
 use vibe_policy::rules::proxy_env::PROXY_PORT;
 
 use super::control::{self, Reply, Request};
@@ -30,14 +31,70 @@ pub const DEFAULT_SWEEP_SECS: u64 = 10;
 pub enum DaemonError {
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
-    #[error("control socket {path}: {reason}")]
-    Socket { path: PathBuf, reason: String },
+    #[error("control socket {path}: {source}")]
+    Socket { path: PathBuf, source: SocketError },
     #[error(transparent)]
     Proxy(#[from] ProxyError),
     #[error("control socket: accept: {0}")]
     Accept(std::io::Error),
     #[error("cannot read the host's addresses: {0}")]
     HostNets(crate::routes::RouteError),
+}
+
+/// Why the control socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("needs a directory")]
+    NoDirectory,
+    #[error("cannot create {dir}: {source}")]
+    CreateDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    #[error("{dir} must be a directory of ours with mode 0700")]
+    NotPrivate { dir: PathBuf },
+    #[error("another daemon is listening there")]
+    Busy,
+    #[error("cannot remove the stale one: {0}")]
+    RemoveStale(#[source] std::io::Error),
+}
+
+/// Why a registration (or a re-adoption) was refused; the daemon's reply
+/// carries the text.
+#[derive(Debug, thiserror::Error)]
+enum RegisterError {
+    #[error("invalid container id {0:?}")]
+    BadId(String),
+    #[error("runc root {} is not absolute", .0.display())]
+    RootNotAbsolute(PathBuf),
+    #[error("the container's policy is not [network] mode \"proxy\"")]
+    NotProxy,
+    #[error("process {pid} is gone or is not the one registered (start time {start_time})")]
+    NotTheProcess { pid: i32, start_time: u64 },
+    #[error("cannot read process {pid}'s namespace: {source}")]
+    PidNamespace { pid: i32, source: std::io::Error },
+    #[error(transparent)]
+    Netns(#[from] netns::NetnsError),
+    #[error("the fd is not process {pid}'s network namespace")]
+    NotItsNamespace { pid: i32 },
+    #[error("cannot write the record: {0}")]
+    Record(#[source] records::RecordError),
+    #[error("its network namespace is already served under another [network] policy")]
+    SharedNamespace,
+    #[error("cannot hand {addr} to the runtime: {source}")]
+    ToRuntime {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Open {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("process gone")]
+    Gone,
 }
 
 /// How the daemon was started.
@@ -260,36 +317,39 @@ async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), Dae
 /// The control socket: its directory root-only (made 0700 when missing),
 /// the socket 0600, a stale socket replaced, a live one left alone.
 fn bind_control(path: &Path) -> Result<tokio::net::UnixListener, DaemonError> {
-    let fail = |reason: String| DaemonError::Socket {
+    let fail = |source: SocketError| DaemonError::Socket {
         path: path.to_path_buf(),
-        reason,
+        source,
     };
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
-        .ok_or_else(|| fail("needs a directory".into()))?;
+        .ok_or_else(|| fail(SocketError::NoDirectory))?;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| fail(e.to_string()))?;
+        .map_err(|source| {
+            fail(SocketError::CreateDir {
+                dir: dir.to_path_buf(),
+                source,
+            })
+        })?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| fail(SocketError::Io(e)))?;
     if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
-        return Err(fail(format!(
-            "{} must be a directory of ours with mode 0700",
-            dir.display()
-        )));
+        return Err(fail(SocketError::NotPrivate {
+            dir: dir.to_path_buf(),
+        }));
     }
     if std::fs::symlink_metadata(path).is_ok() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(fail("another daemon is listening there".into()));
+            return Err(fail(SocketError::Busy));
         }
-        std::fs::remove_file(path)
-            .map_err(|e| fail(format!("cannot remove the stale one: {e}")))?;
+        std::fs::remove_file(path).map_err(|e| fail(SocketError::RemoveStale(e)))?;
     }
-    let listener = tokio::net::UnixListener::bind(path).map_err(|e| fail(e.to_string()))?;
+    let listener = tokio::net::UnixListener::bind(path).map_err(|e| fail(SocketError::Io(e)))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(SocketError::Io(e)))?;
     Ok(listener)
 }
 
@@ -377,7 +437,7 @@ impl Daemon {
                         listeners,
                         ..Reply::ok()
                     },
-                    Err(reason) => Reply::refused(reason),
+                    Err(e) => Reply::refused(e.to_string()),
                 }
             }
             Request::Unregister { id, runc_root } => {
@@ -403,36 +463,33 @@ impl Daemon {
 
     /// Checks a registration, binds the listeners in `netns`, writes the
     /// record, and serves. Returns the listening addresses or why not.
-    fn register(&self, record: Record, netns: File) -> Result<Vec<String>, String> {
-        if !records::valid_id(&record.id) {
-            return Err(format!("invalid container id {:?}", record.id));
+    fn register(&self, record: Record, netns: File) -> Result<Vec<String>, RegisterError> {
+        if !container_id::is_valid(&record.id) {
+            return Err(RegisterError::BadId(record.id));
         }
         if !record.runc_root.is_absolute() {
-            return Err(format!(
-                "runc root {} is not absolute",
-                record.runc_root.display()
-            ));
+            return Err(RegisterError::RootNotAbsolute(record.runc_root));
         }
         if record.network.mode != NetworkMode::Proxy {
-            return Err("the container's policy is not [network] mode \"proxy\"".into());
+            return Err(RegisterError::NotProxy);
         }
         if !records::same_process(record.pid, record.start_time) {
-            return Err(format!(
-                "process {} is gone or is not the one registered (start time {})",
-                record.pid, record.start_time
-            ));
+            return Err(RegisterError::NotTheProcess {
+                pid: record.pid,
+                start_time: record.start_time,
+            });
         }
         // The fd must be that process's namespace: the record (and a later
         // re-adoption) names the namespace by the pid.
         let of_pid = File::open(format!("/proc/{}/ns/net", record.pid))
             .and_then(|f| f.metadata())
             .map(|m| (m.dev(), m.ino()))
-            .map_err(|e| format!("cannot read process {}'s namespace: {e}", record.pid))?;
-        if netns::ns_id(&netns).map_err(|e| e.to_string())? != of_pid {
-            return Err(format!(
-                "the fd is not process {}'s network namespace",
-                record.pid
-            ));
+            .map_err(|source| RegisterError::PidNamespace {
+                pid: record.pid,
+                source,
+            })?;
+        if netns::ns_id(&netns)? != of_pid {
+            return Err(RegisterError::NotItsNamespace { pid: record.pid });
         }
         let key = (record.runc_root.clone(), record.id.clone());
         if let Some(served) = self.served().get(&key) {
@@ -444,8 +501,7 @@ impl Daemon {
         self.unregister(&key, "replaced");
         // A new container often comes with a new engine network.
         self.refresh_deny_nets();
-        records::write(&self.records, &record)
-            .map_err(|e| format!("cannot write the record: {e}"))?;
+        records::write(&self.records, &record).map_err(RegisterError::Record)?;
         self.serve(record, netns).inspect_err(|_| {
             records::remove(&self.records, &key.0, &key.1);
         })
@@ -453,8 +509,8 @@ impl Daemon {
 
     /// Serves a checked record: the listeners already in its namespace, or
     /// new ones bound there.
-    fn serve(&self, record: Record, netns: File) -> Result<Vec<String>, String> {
-        let ns = netns::ns_id(&netns).map_err(|e| e.to_string())?;
+    fn serve(&self, record: Record, netns: File) -> Result<Vec<String>, RegisterError> {
+        let ns = netns::ns_id(&netns)?;
         let shared = self
             .served()
             .values()
@@ -462,11 +518,7 @@ impl Daemon {
             .map(|s| s.listening.clone());
         let listening = match shared {
             Some(listening) if listening.network == record.network => listening,
-            Some(_) => {
-                return Err(
-                    "its network namespace is already served under another [network] policy".into(),
-                )
-            }
+            Some(_) => return Err(RegisterError::SharedNamespace),
             None => Arc::new(self.listen(&record, netns, ns)?),
         };
         let addrs = listening.addrs.clone();
@@ -487,8 +539,13 @@ impl Daemon {
     }
 
     /// Binds the listeners in `netns` and spawns the proxy on them.
-    fn listen(&self, record: &Record, netns: File, ns: (u64, u64)) -> Result<Listening, String> {
-        let bound = netns::bind_loopback(netns, PROXY_PORT).map_err(|e| e.to_string())?;
+    fn listen(
+        &self,
+        record: &Record,
+        netns: File,
+        ns: (u64, u64),
+    ) -> Result<Listening, RegisterError> {
+        let bound = netns::bind_loopback(netns, PROXY_PORT)?;
         for note in &bound.notes {
             log(format_args!("{}: {note}", record.id));
         }
@@ -510,8 +567,12 @@ impl Daemon {
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             // On failure, dropping `listening` stops what was spawned.
-            let listener = tokio::net::TcpListener::from_std(std_listener)
-                .map_err(|e| format!("cannot hand {addr} to the runtime: {e}"))?;
+            let listener = tokio::net::TcpListener::from_std(std_listener).map_err(|source| {
+                RegisterError::ToRuntime {
+                    addr: addr.clone(),
+                    source,
+                }
+            })?;
             listening.addrs.push(addr);
             let serving =
                 self.proxy
@@ -589,59 +650,16 @@ impl Daemon {
         }
     }
 
-    fn adopt(&self, record: Record) -> Result<(), String> {
+    fn adopt(&self, record: Record) -> Result<(), RegisterError> {
         let path = format!("/proc/{}/ns/net", record.pid);
-        let netns = File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+        let netns = File::open(&path).map_err(|source| RegisterError::Open {
+            path: path.clone(),
+            source,
+        })?;
         // Opened, then checked: the namespace is that of the recorded process.
         if !records::same_process(record.pid, record.start_time) {
-            return Err("process gone".into());
+            return Err(RegisterError::Gone);
         }
         self.serve(record, netns).map(|_| ())
     }
-}
-
-/// Registers container `id` (under runc root `runc_root`, init `pid`) with
-/// the daemon at `socket`, passing its network namespace: the hook's side.
-pub fn register(
-    socket: &Path,
-    runc_root: &Path,
-    id: &str,
-    pid: i32,
-    network: &NetworkSection,
-    netns: &File,
-) -> Result<Vec<String>, control::ControlError> {
-    use std::os::fd::AsFd;
-    let start_time = records::process_start(i64::from(pid)).ok_or_else(|| {
-        control::ControlError::Request(format!("cannot read process {pid}'s start time"))
-    })?;
-    let request = Request::Register {
-        id: id.to_string(),
-        runc_root: runc_root.to_path_buf(),
-        network: network.clone(),
-        pid,
-        start_time,
-    };
-    control::call(socket, &request, Some(netns.as_fd())).map(|reply| reply.listeners)
-}
-
-/// Whether the daemon at `socket` serves container `id`: its listeners.
-pub fn status(
-    socket: &Path,
-    runc_root: &Path,
-    id: &str,
-) -> Result<Vec<String>, control::ControlError> {
-    let request = Request::Status {
-        id: Some(id.to_string()),
-        runc_root: Some(runc_root.to_path_buf()),
-    };
-    control::call(socket, &request, None).map(|reply| reply.listeners)
-}
-
-/// Tells the daemon at `socket` to stop serving container `id`.
-pub fn unregister(socket: &Path, runc_root: &Path, id: &str) -> Result<(), control::ControlError> {
-    let request = Request::Unregister {
-        id: id.to_string(),
-        runc_root: runc_root.to_path_buf(),
-    };
-    control::call(socket, &request, None).map(|_| ())
 }

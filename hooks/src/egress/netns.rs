@@ -22,7 +22,9 @@ pub enum NetnsError {
         source: std::io::Error,
     },
     #[error("binding thread: {0}")]
-    Thread(String),
+    Thread(#[source] std::io::Error),
+    #[error("binding thread: panicked")]
+    Panicked,
     #[error("the namespace is the daemon's own (the host's): refusing to listen there")]
     HostNamespace,
     #[error("cannot inspect the namespace: {0}")]
@@ -72,11 +74,9 @@ pub fn bind_loopback(netns: File, port: u16) -> Result<Bound, NetnsError> {
             drop(netns);
             bind_here(port)
         })
-        .map_err(|e| NetnsError::Thread(e.to_string()))?;
+        .map_err(NetnsError::Thread)?;
     // The thread ends here: none of ours stays in a container's namespace.
-    worker
-        .join()
-        .map_err(|_| NetnsError::Thread("panicked".into()))?
+    worker.join().map_err(|_| NetnsError::Panicked)?
 }
 
 /// The binding itself, in the calling thread's namespace.

@@ -36,7 +36,8 @@ use vibe_policy::config::NetworkSection;
 use vibe_policy::egress::decision::authority;
 use vibe_policy::egress::request::{self, Request, RequestError, Target};
 use vibe_policy::egress::sni::{client_hello_sni, SniError};
-use vibe_policy::egress::{Decision, DenySet, Host, HostList, Verdict};
+use vibe_policy::egress::{Decision, Host, HostList, Verdict};
+use vibe_policy::network::DenySet;
 
 pub use net::{Dial, Resolve, SystemDialer, SystemResolver};
 pub use relay::Transfer;

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use vibe_policy::config::NetworkSection;
+use vibe_policy::lang::container_id;
 
 /// Where the daemon keeps its records unless told otherwise.
 pub const DEFAULT_RECORDS_DIR: &str = "/run/vibe-shim/egress";
@@ -48,16 +49,6 @@ pub struct Record {
     pub network: NetworkSection,
 }
 
-/// runc's id rule (`^[\w+\-\.]+$`, not `.` or `..`): an id is a file name.
-pub fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id != "."
-        && id != ".."
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.'))
-}
-
 /// One path component naming a runc root: every byte outside
 /// `[A-Za-z0-9._-]` as `%XX`, so distinct roots never share a directory.
 /// (vibe-shim's per-container directories use the same escaping.)
@@ -75,7 +66,7 @@ pub fn escape_root(root: &Path) -> String {
 
 /// The record file of `id` under `root`.
 pub fn path(dir: &Path, root: &Path, id: &str) -> Result<PathBuf, RecordError> {
-    if !valid_id(id) {
+    if !container_id::is_valid(id) {
         return Err(RecordError::BadId(id.to_string()));
     }
     Ok(dir.join(escape_root(root)).join(format!("{id}.json")))

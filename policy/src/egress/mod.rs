@@ -2,18 +2,15 @@
 //! does the I/O and asks these modules what to do.
 //!
 //! - [`hosts`]: `[network] hosts` patterns and the name/port judgement.
-//! - [`denyset`]: the addresses a vetted name may never resolve to.
 //! - [`request`]: the proxy request head (CONNECT and absolute-form).
 //! - [`sni`]: the TLS ClientHello's server name.
 //! - [`decision`]: the record of one judgement, as logged and refused.
 
 pub mod decision;
-pub mod denyset;
 pub(crate) mod hosts;
 pub mod request;
 pub mod sni;
 
 pub use crate::lang::hosts::{Host, HostPattern};
 pub use decision::{Decision, Verdict};
-pub use denyset::DenySet;
 pub use hosts::HostList;

@@ -55,9 +55,9 @@ pub fn release(config: &Path, root: &Path, id: &str) {
 /// its listeners, which pin the namespace). Best effort and quiet when no
 /// daemon listens: its sweep drops containers whose process is gone.
 fn unregister_egress(config: &Path, root: &Path, id: &str) {
-    use vibe_hooks::egress::control::ControlError;
+    use vibe_hooks::egress::client::ControlError;
     let socket = crate::policy_file::egress_socket_only(config);
-    match vibe_hooks::egress::daemon::unregister(&socket, root, id) {
+    match vibe_hooks::egress::client::unregister(&socket, root, id) {
         Ok(()) | Err(ControlError::Connect { .. }) => {}
         Err(e) => eprintln!("vibe-shim: delete: {e}"),
     }

@@ -61,7 +61,7 @@ impl UpLimit {
             }
             UpLimit::Chunked(c) => c
                 .feed(buf)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
         }
     }
 

@@ -12,12 +12,12 @@
 //! added later (with an address the host table does not know) has no
 //! egress until the start check has covered it.
 //!
-//! The rules are a small structured model ([`Rule`]): `nftables.rs` encodes
-//! it as netlink messages, and [`ruleset`] renders it as `nft -f` text for an
-//! admin who configured an `nft` binary. Both forms list identically under
-//! `nft list table inet vibe_shim` (a root test checks this). Every rule is a
-//! plain match list: no sets, so the start-time check can read the table
-//! back without decoding set elements.
+//! The rules are a small structured model ([`Rule`]): the hooks crate
+//! encodes it as netlink messages, and [`ruleset`] renders it as `nft -f`
+//! text for an admin who configured an `nft` binary. Both forms list
+//! identically under `nft list table inet vibe_shim` (a root test checks
+//! this). Every rule is a plain match list: no sets, so the start-time check
+//! can read the table back without decoding set elements.
 //!
 //! The batch ensures the table exists, flushes its rules, then defines its
 //! chains and rules, as one transaction: any old ruleset is replaced
@@ -28,8 +28,9 @@
 use std::fmt::{self, Write as _};
 use std::net::IpAddr;
 
+use crate::config::{AllowRule, NetworkMode, NetworkSection, Protocol};
+use crate::lang::container_id;
 use ipnet::IpNet;
-use vibe_policy::config::{AllowRule, NetworkMode, NetworkSection, Protocol};
 
 /// Family and name of the one table the hook owns.
 pub const TABLE: &str = "inet vibe_shim";
@@ -40,7 +41,7 @@ pub const TABLE_NAME: &str = "vibe_shim";
 /// Docker's embedded DNS server, reached over lo after Docker's DNAT.
 pub const DOCKER_EMBEDDED_DNS: &str = "127.0.0.11";
 /// The never-"the internet" ranges; one list, shared with the egress proxy.
-pub use vibe_policy::egress::denyset::{PRIVATE_V4, PRIVATE_V6};
+pub use super::denyset::{PRIVATE_V4, PRIVATE_V6};
 
 /// What the ruleset depends on besides the policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -306,15 +307,10 @@ pub fn input_rules(net: &NetworkSection) -> Vec<Rule> {
 }
 
 /// The name of the host-namespace table that keeps container `id` off the
-/// host's addresses; `None` when the id cannot name one (runc's own id rule
-/// allows these and '+', which nft's parser does not).
+/// host's addresses; `None` when the id breaks the one container-id rule
+/// ([`crate::lang::container_id`]).
 pub fn host_table_name(id: &str) -> Option<String> {
-    let ok = !id.is_empty()
-        && id.len() <= 200
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    ok.then(|| format!("{HOST_TABLE_PREFIX}{id}"))
+    container_id::is_valid(id).then(|| format!("{HOST_TABLE_PREFIX}{id}"))
 }
 
 /// Prefix of the per-container host tables.

@@ -1,5 +1,5 @@
 //! The addresses that are never "the internet": the one list behind open
-//! mode's nftables wall (`hooks/src/ruleset.rs`) and the egress proxy's
+//! mode's nftables wall ([`super::ruleset`]) and the egress proxy's
 //! check of every address a name resolves to.
 //!
 //! The proxy judges an IPv6 address that embeds an IPv4 one (v4-mapped,
