@@ -33,17 +33,49 @@ pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 /// new ones and a crash leaves one of the two. A symlink at `path` is
 /// replaced, never followed.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    replace(path, bytes, mode, None, Durability::Synced)
+}
+
+/// Whether [`replace`] makes the new bytes survive a crash, or only makes
+/// every reader see the old bytes or the new ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the file and the directory.
+    Synced,
+    /// Rename only: for files no one needs after a crash (a bundle the
+    /// engine recreates), where fsync would only cost time.
+    Volatile,
+}
+
+/// [`write_atomic`] with the owner set (when running as root) and the
+/// durability chosen.
+pub fn replace(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+    durability: Durability,
+) -> io::Result<()> {
     let dir = parent_dir(path);
     let (tmp, mut file) = temp_in(dir, path, mode)?;
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path));
+    let written = (|| {
+        if let Some((uid, gid)) = owner.filter(|_| nix::unistd::geteuid().is_root()) {
+            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+        }
+        file.write_all(bytes)?;
+        if durability == Durability::Synced {
+            file.sync_all()?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
-    sync_dir(dir)
+    match durability {
+        Durability::Synced => sync_dir(dir),
+        Durability::Volatile => Ok(()),
+    }
 }
 
 /// Makes a rename or an unlink in `dir` durable.

@@ -9,10 +9,8 @@
 //! The pid alone could name another process by then: a record counts only
 //! while `/proc/<pid>/stat` still shows the recorded start time.
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -93,22 +91,7 @@ pub fn write(dir: &Path, record: &Record) -> Result<(), RecordError> {
         path: file.clone(),
         source,
     })?;
-    let tmp = parent.join(format!(".{}.tmp", record.id));
-    let written = (|| {
-        let _ = std::fs::remove_file(&tmp);
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        out.write_all(&bytes)?;
-        std::fs::rename(&tmp, &file)
-    })();
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(&file)(e)
-    })
+    crate::fsio::write_atomic(&file, &bytes, 0o600).map_err(io(&file))
 }
 
 /// Removes the record (absent is fine) and its root's directory when empty.

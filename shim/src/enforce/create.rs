@@ -2,8 +2,8 @@
 //! place (atomically), then runc gets its arguments untouched.
 
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::OpenOptions;
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -187,18 +187,7 @@ fn write_private_spec(dir: &Path, spec: &Value) -> Result<(), CreateError> {
         return Err(fail(std::io::Error::other(reason)));
     }
     let bytes = serde_json::to_vec(spec).map_err(|e| fail(std::io::Error::other(e)))?;
-    write_new_private(&path, &bytes).map_err(fail)
-}
-
-/// Writes a new root-only file (never through a symlink, never over one).
-fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)?
-        .write_all(bytes)
+    vibe_hooks::fsio::write_new(&path, &bytes, 0o600).map_err(fail)
 }
 
 /// runc's own flags that weaken the jail or write host paths as root:
@@ -285,7 +274,7 @@ fn record_engine_bundle(dir: &Path, bundle: &Path) -> Result<(), CreateError> {
         source,
     };
     let resolved = std::fs::canonicalize(bundle).map_err(fail)?;
-    write_new_private(&path, resolved.as_os_str().as_encoded_bytes()).map_err(fail)
+    vibe_hooks::fsio::write_new(&path, resolved.as_os_str().as_encoded_bytes(), 0o600).map_err(fail)
 }
 
 /// The engine's bundle directory recorded at create, if any.
@@ -327,11 +316,10 @@ fn network_hook(config: &Path, runc_root: &Path) -> Result<Value, CreateError> {
     Ok(vibe_hooks::hook_entry(&exe, &config, runc_root))
 }
 
-/// Replaces `path` with `doc`: a temp file in the same directory (same
-/// mode and owner as the original), then rename. runc never sees a
-/// half-written spec, and a failure leaves the original in place. No fsync:
-/// rename is atomic for every reader, and a bundle never outlives a crash
-/// (the engine recreates it), so durability would only cost create time.
+/// Replaces `path` with `doc`, keeping its mode and owner. runc never sees
+/// a half-written spec, and a failure leaves the original in place. No
+/// fsync: a bundle never outlives a crash (the engine recreates it), so
+/// durability would only cost create time.
 pub fn write_atomically(path: &Path, doc: &Value) -> Result<(), CreateError> {
     let fail = |source| CreateError::Write {
         path: path.display().to_string(),
@@ -339,28 +327,14 @@ pub fn write_atomically(path: &Path, doc: &Value) -> Result<(), CreateError> {
     };
     let meta = std::fs::metadata(path).map_err(fail)?;
     let bytes = serde_json::to_vec(doc).map_err(|e| fail(std::io::Error::other(e)))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".config.json.vibe-shim.{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut file: File = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(meta.permissions().mode() & 0o7777)
-            .open(&tmp)?;
-        // The umask may have narrowed the mode; set it exactly.
-        file.set_permissions(std::fs::Permissions::from_mode(
-            meta.permissions().mode() & 0o7777,
-        ))?;
-        if nix::unistd::geteuid().as_raw() == 0 {
-            std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()))?;
-        }
-        file.write_all(&bytes)?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(e)
-    })
+    vibe_hooks::fsio::replace(
+        path,
+        &bytes,
+        meta.permissions().mode(),
+        Some((meta.uid(), meta.gid())),
+        vibe_hooks::fsio::Durability::Volatile,
+    )
+    .map_err(fail)
 }
 
 #[cfg(test)]
