@@ -101,12 +101,7 @@ pub fn enforce_process(
     policy: &Policy,
     host: &dyn HostView,
 ) -> Result<Rewrite, Refusal> {
-    let cx = RuleContext {
-        policy,
-        host,
-        create: None,
-        process_field: "",
-    };
+    let cx = RuleContext::standalone(policy, host);
     run_chain(process.clone(), &cx, PROCESS_RULES, None)
 }
 
@@ -125,12 +120,7 @@ pub fn enforce_exec(
     let mut rec = Record {
         changes: std::mem::take(&mut rewrite.changes),
     };
-    let cx = RuleContext {
-        policy,
-        host,
-        create: None,
-        process_field: "",
-    };
+    let cx = RuleContext::standalone(policy, host);
     let container_process = container.get("process").unwrap_or(&Value::Null);
     let checked =
         rules::lsm::keep_container(&mut rewrite.document, container_process, "", &mut rec)
@@ -153,12 +143,7 @@ pub fn enforce_update(
     policy: &Policy,
     host: &dyn HostView,
 ) -> Result<Rewrite, Refusal> {
-    let cx = RuleContext {
-        policy,
-        host,
-        create: None,
-        process_field: "",
-    };
+    let cx = RuleContext::standalone(policy, host);
     run_chain(
         resources.clone(),
         &cx,

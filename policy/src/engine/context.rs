@@ -48,6 +48,19 @@ pub struct RuleContext<'a> {
     pub process_field: &'a str,
 }
 
+impl<'a> RuleContext<'a> {
+    /// The context of a document that is not a whole spec (an exec process,
+    /// an update's resources): no create facts, fields named from the root.
+    pub fn standalone(policy: &'a Policy, host: &'a dyn HostView) -> RuleContext<'a> {
+        RuleContext {
+            policy,
+            host,
+            create: None,
+            process_field: "",
+        }
+    }
+}
+
 /// A rule over the whole spec.
 pub type SpecRule = fn(&mut Value, &RuleContext, &mut Record) -> Result<(), Denial>;
 /// A rule over one process object (the spec's `process`, or an exec's process.json).
