@@ -38,6 +38,8 @@ pub enum ProfileError {
         path: &'static str,
         source: state_dir::StateDirError,
     },
+    #[error("container {0:?}: its recorded profile cannot be looked up: {1}")]
+    NoRecord(String, #[source] state_dir::StateDirError),
     #[error("cannot read the recorded profile {path}: {source}")]
     Recorded {
         path: String,
@@ -93,13 +95,13 @@ pub fn choose(
             }
         }
         Enforced::Start(_) | Enforced::Exec(_) | Enforced::Update(_) => {
-            let Some(id) = argv.id().to_str() else {
-                return Ok(main(config_path, policy));
-            };
+            // An id the state dir cannot name (one an older vibe-shim let
+            // through) has no readable record: its profile may be stricter
+            // than the main policy, so fall back to nothing.
+            let id = argv.id().to_string_lossy();
             let root = state_dir::runc_root(runc_root);
-            let Ok(dir) = state_dir::container_dir(&root, id) else {
-                return Ok(main(config_path, policy));
-            };
+            let dir = state_dir::container_dir(&root, &id)
+                .map_err(|source| ProfileError::NoRecord(id.into_owned(), source))?;
             match recorded(&dir)? {
                 None => Ok(main(config_path, policy)),
                 Some((name, path)) => load(&name, path),
@@ -215,6 +217,28 @@ mod tests {
         .unwrap();
         assert!(chosen.profile.is_none());
         assert_eq!(chosen.config_path, Path::new("/etc/vibe-shim/config.toml"));
+    }
+
+    #[test]
+    fn an_id_the_state_dir_cannot_name_is_refused_not_given_the_main_policy() {
+        for (verb, args) in [
+            ("update", vec!["--pids-limit", "9", "a+b"]),
+            ("start", vec!["_x"]),
+        ] {
+            let args: Vec<std::ffi::OsString> = args.iter().map(std::ffi::OsString::from).collect();
+            let items = crate::runc_argv::classify_verb(verb, &args).unwrap();
+            let chosen = choose(
+                &Enforced::from_items(verb, items),
+                None,
+                "/etc/vibe-shim/config.toml".into(),
+                Policy::default(),
+            );
+            assert!(
+                matches!(chosen, Err(ProfileError::NoRecord(..))),
+                "{verb}: {:?}",
+                chosen.map(|c| c.profile)
+            );
+        }
     }
 
     #[test]
