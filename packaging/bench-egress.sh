@@ -1,5 +1,5 @@
 #!/bin/sh
-# The egress proxy's figures (issue 12): throughput through the proxy vs
+# The egress proxy's figures: throughput through the proxy vs
 # direct (spliced and user-space-copied), added connect latency, 1,000
 # concurrent tunnels, memory of 200 idle listeners.
 #   packaging/bench-egress.sh [MiB] [rounds] [rates]
