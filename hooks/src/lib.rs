@@ -312,16 +312,17 @@ fn clone_fd(file: &File) -> Result<File, HookError> {
 
 /// What the network namespace file at `path` (a `/proc/<pid>/ns/net` or a
 /// bind-mounted netns) holds: `None` without an `inet vibe_shim` table,
-/// else whether it is this policy's, judged as the start check judges it.
+/// else whether it is the one tagged `tag` (the policy's `policy_tag`),
+/// judged as the start check judges it.
 /// Used before letting a container join a namespace. Only reads: the table
 /// is dumped from a thread that entered the namespace; a file that is not a
 /// network namespace fails the `setns`.
-pub fn netns_policy_table(path: &Path, net: &NetworkSection) -> Result<Option<bool>, HookError> {
+pub fn netns_policy_table(path: &Path, tag: &str) -> Result<Option<bool>, HookError> {
     let netns = File::open(path).map_err(|source| HookError::Open {
         path: path.to_path_buf(),
         source,
     })?;
-    let expected = ruleset::policy_tag(net);
+    let expected = tag.to_string();
     in_netns(netns, move || {
         Ok(nftables::read_table()?.map(|table| table.is_ours(&expected)))
     })

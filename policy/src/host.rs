@@ -6,8 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::config::NetworkSection;
-
 /// A namespace's identity: (device, inode) of its nsfs file.
 pub type NamespaceId = (u64, u64);
 
@@ -76,9 +74,9 @@ pub trait HostView {
     /// (canonical input), or `None` when no mount sits there.
     fn mount_fs_type(&self, path: &Path) -> Option<String>;
     /// Whether the network namespace file at `path` holds vibe-shim's table
-    /// for this network policy (`Ours`), another policy's (`Foreign`) or
-    /// none; `None` when it cannot be read.
-    fn netns_policy_table(&self, path: &Path, net: &NetworkSection) -> Option<NetnsTable>;
+    /// tagged `tag` (this network policy's fingerprint, `Ours`), another
+    /// policy's (`Foreign`) or none; `None` when it cannot be read.
+    fn netns_policy_table(&self, path: &Path, tag: &str) -> Option<NetnsTable>;
     /// Whether any process is in the network namespace the file at `path` names.
     fn netns_in_use(&self, path: &Path) -> Option<bool>;
     /// Whether a cgroup exists at `path` in any hierarchy: an absolute path
@@ -285,7 +283,7 @@ impl HostView for FakeHost {
         overlay.then(|| "overlay".to_string())
     }
 
-    fn netns_policy_table(&self, path: &Path, _net: &NetworkSection) -> Option<NetnsTable> {
+    fn netns_policy_table(&self, path: &Path, _tag: &str) -> Option<NetnsTable> {
         self.namespaces.contains_key(path).then(|| {
             if self.walled_netns.contains(path) {
                 NetnsTable::Ours

@@ -5,7 +5,7 @@
 //! 1. `lang`: JSON helpers, Go's JSON reading, the pattern and host-name
 //!    grammars, timestamps.
 //! 2. `config`: the policy file.
-//! 3. `host`: what the policy may ask the host (it names one config type).
+//! 3. `host`: what the policy may ask the host (it names no config type).
 //! 4. `engine::context`, `engine::profile`: what a rule sees, the hook
 //!    markers, which policy file applies.
 //! 5. `rules`.

@@ -161,7 +161,9 @@ fn allowlist_mode_exactly_the_listed_entries() {
     if has_v6 {
         assert!(answered(&out, "v6"), "listed IPv6 entry: {out}");
     } else {
-        eprintln!("note: the test daemon gives containers no IPv6; v6 is covered by hooks/tests/netns_root.rs");
+        eprintln!(
+            "note: the test daemon gives containers no IPv6; v6 is covered by tests/netns_root.rs"
+        );
     }
     assert!(
         !out.stdout.contains("default"),
@@ -380,7 +382,7 @@ fn inbound_false_drops_new_connections_in_allowlist_and_open() {
     let control = inbound("runc");
     assert!(control.published && control.v4, "control: {control:?}");
     if control.v6.is_none() {
-        eprintln!("note: no IPv6 on the test bridge; v6 is covered by hooks/tests/netns_root.rs");
+        eprintln!("note: no IPv6 on the test bridge; v6 is covered by tests/netns_root.rs");
     }
     for stem in ["network-allow", "network-open"] {
         let out = inbound(&docker::runtime_for(stem));
@@ -465,7 +467,7 @@ fn open_mode_host_address_added_after_create_is_unreachable() {
         "new IPv6 host address reached: {out}"
     );
     if !has_v6 {
-        eprintln!("note: no IPv6 on the test bridge; v6 is covered by hooks/tests/netns_root.rs");
+        eprintln!("note: no IPv6 on the test bridge; v6 is covered by tests/netns_root.rs");
     }
 }
 

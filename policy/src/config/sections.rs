@@ -275,6 +275,31 @@ impl Default for NetworkSection {
     }
 }
 
+/// A short fingerprint of the network policy, stored as a rule comment so
+/// the start-time check can tell our table from a look-alike.
+pub fn policy_tag(net: &NetworkSection) -> String {
+    let mode = match net.mode {
+        NetworkMode::None => "none",
+        NetworkMode::Allowlist => "allowlist",
+        NetworkMode::Open => "open",
+        NetworkMode::Proxy => "proxy",
+    };
+    let allow: Vec<String> = net.allow.iter().map(|r| r.to_string()).collect();
+    let resolvers: Vec<String> = net.resolvers.iter().map(|r| r.to_string()).collect();
+    let canonical = format!(
+        "mode={mode};dns={};allow={};inbound={};resolvers={}",
+        net.dns,
+        allow.join(","),
+        net.inbound,
+        resolvers.join(",")
+    );
+    // FNV-1a: stable across builds and platforms, no dependency needed.
+    let hash = canonical.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("vibe-shim policy {hash:016x}")
+}
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SeccompSection {

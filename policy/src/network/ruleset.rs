@@ -28,6 +28,9 @@
 use std::fmt::{self, Write as _};
 use std::net::IpAddr;
 
+/// The wall's tag lives with the policy it fingerprints, so the namespace
+/// rule (a floor below) can compute it too.
+pub use crate::config::policy_tag;
 use crate::config::{AllowRule, NetworkMode, NetworkSection, Protocol};
 use crate::lang::container_id;
 use ipnet::IpNet;
@@ -147,31 +150,6 @@ pub struct Table {
 pub const ND_ROUTER_SOLICIT: u8 = 133;
 pub const ND_NEIGHBOR_SOLICIT: u8 = 135;
 pub const ND_NEIGHBOR_ADVERT: u8 = 136;
-
-/// A short fingerprint of the network policy, stored as a rule comment so
-/// the start-time check can tell our table from a look-alike.
-pub fn policy_tag(net: &NetworkSection) -> String {
-    let mode = match net.mode {
-        NetworkMode::None => "none",
-        NetworkMode::Allowlist => "allowlist",
-        NetworkMode::Open => "open",
-        NetworkMode::Proxy => "proxy",
-    };
-    let allow: Vec<String> = net.allow.iter().map(|r| r.to_string()).collect();
-    let resolvers: Vec<String> = net.resolvers.iter().map(|r| r.to_string()).collect();
-    let canonical = format!(
-        "mode={mode};dns={};allow={};inbound={};resolvers={}",
-        net.dns,
-        allow.join(","),
-        net.inbound,
-        resolvers.join(",")
-    );
-    // FNV-1a: stable across builds and platforms, no dependency needed.
-    let hash = canonical.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("vibe-shim policy {hash:016x}")
-}
 
 /// The table in the container's namespace: output, input and forward, each
 /// with policy drop.

@@ -12,6 +12,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use crate::config::policy_tag;
 use crate::decision::{Denial, Record};
 use crate::engine::context::RuleContext;
 use crate::host::NetnsTable;
@@ -124,7 +125,9 @@ enum NetnsRefusal {
 /// one the engine made for this container (podman, CNI) and is fine.
 fn judge_netns(path: &str, cx: &RuleContext) -> Result<(), NetnsRefusal> {
     let path = Path::new(path);
-    let table = cx.host.netns_policy_table(path, &cx.policy.network);
+    let table = cx
+        .host
+        .netns_policy_table(path, &policy_tag(&cx.policy.network));
     match table {
         Some(NetnsTable::Ours) => Ok(()),
         Some(NetnsTable::Foreign) => Err(NetnsRefusal::Foreign),

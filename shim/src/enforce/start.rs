@@ -82,8 +82,8 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &StartArgs) -> Outcome {
 /// The container's init pid: runc's `state.json` under the root directory,
 /// or (for another layout) what `runc state` reports.
 pub fn init_pid(runtime: &Path, root: &Path, id: &str) -> Result<i32, StartError> {
-    // runc's own id rule forbids these; they would escape the root dir.
-    if id.is_empty() || id.contains('/') || id == "." || id == ".." {
+    // The one container-id rule: an id outside it could escape the root dir.
+    if !vibe_policy::lang::container_id::is_valid(id) {
         return Err(StartError::BadId(id.to_string()));
     }
     let state = match pid_from_state_file(&root.join(id).join("state.json"), "init_process_pid") {
@@ -183,10 +183,12 @@ mod tests {
     #[test]
     fn bad_ids_and_missing_state_are_errors() {
         let root = tempfile::tempdir().unwrap();
-        assert!(matches!(
-            init_pid(Path::new("/bin/false"), root.path(), "../x"),
-            Err(StartError::BadId(_))
-        ));
+        for bad in ["../x", "-x", ""] {
+            assert!(matches!(
+                init_pid(Path::new("/bin/false"), root.path(), bad),
+                Err(StartError::BadId(_))
+            ));
+        }
         let err = init_pid(Path::new("/bin/false"), root.path(), "c3").unwrap_err();
         assert!(err.to_string().contains("state.json"), "{err}");
     }

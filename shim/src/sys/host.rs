@@ -6,7 +6,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use vibe_policy::config::NetworkSection;
 use vibe_policy::host::{proc_ns_name, HostView, NamespaceId, NetnsTable};
 use vibe_policy::host::{FileFacts, HookFile};
 
@@ -135,8 +134,8 @@ impl HostView for RealHost {
         mount_fs_type_in(&text, path)
     }
 
-    fn netns_policy_table(&self, path: &Path, net: &NetworkSection) -> Option<NetnsTable> {
-        Some(match vibe_hooks::netns_policy_table(path, net).ok()? {
+    fn netns_policy_table(&self, path: &Path, tag: &str) -> Option<NetnsTable> {
+        Some(match vibe_hooks::netns_policy_table(path, tag).ok()? {
             Some(true) => NetnsTable::Ours,
             Some(false) => NetnsTable::Foreign,
             None => NetnsTable::Absent,

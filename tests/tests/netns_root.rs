@@ -598,7 +598,7 @@ fn netlink_and_nft_install_the_same_table() {
 
 /// The hook's wall time as runc sees it: each run meets a fresh namespace
 /// (a veth eth0 with a default route), as at a real `runc create`.
-/// `cargo test --release -p vibe-hooks --test netns_root -- --ignored --nocapture hook_timing`
+/// `cargo test --release -p vibe-shim-tests --test netns_root -- --ignored --nocapture hook_timing`
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn hook_timing() {

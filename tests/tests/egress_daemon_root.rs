@@ -5,7 +5,7 @@
 //! host's interfaces or routes. Its socket, log and records live in a temp
 //! dir, so no other daemon is involved.
 //!
-//! `cargo build --release && cargo test --release -p vibe-hooks --test
+//! `cargo build --release && cargo test --release -p vibe-shim-tests --test
 //! egress_daemon_root -- --ignored --test-threads=1`
 
 use std::fs::File;
