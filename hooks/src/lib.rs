@@ -178,7 +178,7 @@ pub fn check_egress(net: &NetworkSection, runc_root: &Path, id: &str) -> Result<
 /// and the host's).
 pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<(), HookError> {
     let netns = open_container_netns(pid)?;
-    let expected = ruleset::policy_tag(net);
+    let expected = vibe_policy::config::policy_tag(net);
     let reader = clone_fd(&netns)?;
     let open = net.mode == NetworkMode::Open;
     let (allowed, current, relaxed) = in_netns(reader, move || {

@@ -669,8 +669,9 @@ impl TableView {
 mod tests {
     use super::*;
     use crate::nfnetlink::parse_replies;
+    use vibe_policy::config::policy_tag;
     use vibe_policy::config::{NetworkMode, NetworkSection};
-    use vibe_policy::network::ruleset::{container_table, policy_tag, Facts};
+    use vibe_policy::network::ruleset::{container_table, Facts};
 
     #[test]
     fn prefix_masks() {

@@ -28,10 +28,7 @@
 use std::fmt::{self, Write as _};
 use std::net::IpAddr;
 
-/// The wall's tag lives with the policy it fingerprints, so the namespace
-/// rule (a floor below) can compute it too.
-pub use crate::config::policy_tag;
-use crate::config::{AllowRule, NetworkMode, NetworkSection, Protocol};
+use crate::config::{policy_tag, AllowRule, NetworkMode, NetworkSection, Protocol};
 use crate::lang::container_id;
 use ipnet::IpNet;
 
