@@ -27,7 +27,9 @@ const EXIT_CODES: &str = "Exit codes:\n  0  done\n  1  the hook failed (runc the
     name = "hook",
     bin_name = "vibe-shim hook",
     about = "The OCI hooks create adds to a container's spec (runc runs them)",
-    after_help = EXIT_CODES
+    after_help = EXIT_CODES,
+    // `help` is no hook: exiting 0 on it would skip the hook's work.
+    disable_help_subcommand = true
 )]
 pub struct HookArgs {
     #[command(subcommand)]
@@ -180,6 +182,12 @@ mod tests {
         assert!(matches!(parsed(&["release"]).unwrap(), Hook::Release(_)));
         assert!(parsed(&["other"]).is_err());
         assert!(parsed(&[]).is_err());
+        // `help` is no hook: a usage error (exit 1), never a quiet 0.
+        assert!(parsed(&["help"]).is_err());
+        assert_eq!(
+            run(Path::new("/nonexistent.toml"), &os(&["help", "network"])),
+            1
+        );
     }
 
     #[test]
