@@ -45,7 +45,7 @@ fn run() -> i32 {
         return fail(&inv, &denial);
     }
     if treatment(&verb) == Some(Treatment::Own) {
-        if let Some(code) = cli::dispatch(&verb, inv.config.as_deref(), inv.verb_args()) {
+        if let Some(code) = cli::dispatch(&verb, &config_path, inv.verb_args()) {
             return code;
         }
     }

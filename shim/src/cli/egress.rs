@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use vibe_hooks::egress::daemon::{self, Options, DEFAULT_LOG_PATH, DEFAULT_SWEEP_SECS};
 use vibe_hooks::egress::records::DEFAULT_RECORDS_DIR;
-use vibe_policy::config::DEFAULT_CONFIG_PATH;
 
 use crate::policy_file;
 
@@ -55,11 +54,8 @@ pub enum EgressVerbError {
 
 /// The daemon's options from its arguments; `config` is a global
 /// `--config` given before the verb (the verb's own wins).
-fn options(config: Option<PathBuf>, args: EgressArgs) -> Result<Options, EgressVerbError> {
-    let config = args
-        .config
-        .or(config)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
+fn options(config: &Path, args: EgressArgs) -> Result<Options, EgressVerbError> {
+    let config = args.config.unwrap_or_else(|| config.to_path_buf());
     let config = std::fs::canonicalize(&config).unwrap_or(config);
     let socket = match args.socket {
         Some(socket) => socket,
@@ -74,13 +70,12 @@ fn options(config: Option<PathBuf>, args: EgressArgs) -> Result<Options, EgressV
 }
 
 /// Runs the daemon; returns the exit code once it fails to start or stops.
-pub fn run(config: Option<&Path>, args: &[OsString]) -> i32 {
+pub fn run(config: &Path, args: &[OsString]) -> i32 {
     let args = match super::parse::<EgressArgs>("egress", args, 1) {
         Ok(args) => args,
         Err(code) => return code,
     };
-    let result = options(config.map(Path::to_path_buf), args)
-        .and_then(|options| daemon::run(options).map_err(Into::into));
+    let result = options(config, args).and_then(|options| daemon::run(options).map_err(Into::into));
     match result {
         Ok(()) => 0,
         Err(e) => {
@@ -93,6 +88,7 @@ pub fn run(config: Option<&Path>, args: &[OsString]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vibe_policy::config::DEFAULT_CONFIG_PATH;
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(Into::into).collect()
@@ -103,7 +99,7 @@ mod tests {
         EgressArgs::try_parse_from(std::iter::once("egress").chain(args.iter().copied()))
     }
 
-    fn options(config: Option<PathBuf>, args: &[OsString]) -> Result<Options, String> {
+    fn options(config: &Path, args: &[OsString]) -> Result<Options, String> {
         use clap::Parser;
         let argv = std::iter::once(OsString::from("egress")).chain(args.iter().cloned());
         let args = EgressArgs::try_parse_from(argv).map_err(|e| e.to_string())?;
@@ -113,7 +109,7 @@ mod tests {
     #[test]
     fn options_and_defaults() {
         let o = options(
-            None,
+            Path::new(DEFAULT_CONFIG_PATH),
             &os(&[
                 "--socket",
                 "/t/e.sock",
@@ -143,10 +139,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("c.toml");
         std::fs::write(&config, "[network]\negress_socket = \"run/e.sock\"\n").unwrap();
-        let o = options(None, &os(&["--config", config.to_str().unwrap()])).unwrap();
+        let o = options(
+            Path::new(DEFAULT_CONFIG_PATH),
+            &os(&["--config", config.to_str().unwrap()]),
+        )
+        .unwrap();
         let dir = std::fs::canonicalize(dir.path()).unwrap();
         assert_eq!(o.socket, dir.join("run/e.sock"));
-        let err = options(Some("/nonexistent.toml".into()), &[]).unwrap_err();
+        let err = options(Path::new("/nonexistent.toml"), &[]).unwrap_err();
         assert!(err.to_string().contains("/nonexistent.toml"), "{err}");
     }
 }

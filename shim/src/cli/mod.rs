@@ -10,25 +10,20 @@ pub mod install;
 pub mod policy;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-
-use vibe_policy::config::DEFAULT_CONFIG_PATH;
+use std::path::Path;
 
 /// Runs `verb` when it is one of vibe-shim's own (`runc_argv::VERBS`) and
-/// returns its exit code;
-/// `None` for any other verb. `config` is the global `--config` given
-/// before the verb; `args` are the tokens after the verb.
-pub fn dispatch(verb: &str, config: Option<&Path>, args: &[OsString]) -> Option<i32> {
-    let config_path = config
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
+/// returns its exit code; `None` for any other verb. `config_path` is the
+/// global `--config` given before the verb, or the default; a verb's own
+/// `--config` (egress) overrides it. `args` are the tokens after the verb.
+pub fn dispatch(verb: &str, config_path: &Path, args: &[OsString]) -> Option<i32> {
     Some(match verb {
-        "hook" => hook::run(&config_path, args),
-        "policy" => policy::run(&config_path, args),
-        "authz" => authz::run(&config_path, args),
+        "hook" => hook::run(config_path, args),
+        "policy" => policy::run(config_path, args),
+        "authz" => authz::run(config_path, args),
         "doctor" => doctor::run(args),
         "install" | "uninstall" => install::run(verb, args),
-        "egress" => egress::run(config, args),
+        "egress" => egress::run(config_path, args),
         _ => return None,
     })
 }

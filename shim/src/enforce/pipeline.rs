@@ -32,8 +32,7 @@ fn find_runtime(configured: Option<&Path>) -> Result<(PathBuf, bool), runtime::R
     .map(|p| (p, false))
 }
 
-/// `delete`: open mode's host-namespace table goes with the container
-/// (vibe-hooks owns the how). A failure is reported; the delete goes on.
+/// Execs runc with argv untouched (a verb that needs no judging).
 pub fn pass_through(inv: &Invocation, config_path: &Path) -> i32 {
     let configured = policy_file::runtime_path_only(config_path);
     match find_runtime(configured.as_deref()) {
