@@ -155,6 +155,7 @@ pub fn register_egress(
         &state.id,
         state.pid,
         net,
+        &[],
         &netns,
     )?;
     Ok(())

@@ -140,6 +140,7 @@ impl Rig {
             "daemon-test",
             self.pid,
             &network,
+            &[],
             &netns,
         )
         .unwrap_or_else(|e| panic!("register: {e}; {}", self.stderr()))
@@ -160,6 +161,7 @@ impl Rig {
             "daemon-test",
             self.pid,
             &network,
+            &[],
             &netns,
         )
         .unwrap_or_else(|e| panic!("register: {e}; {}", self.stderr()))

@@ -8,6 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use vibe_policy::config::NetworkSection;
+use vibe_policy::egress::credential::Binding;
 
 use super::control::{read_line, send_with_fd, Reply, Request, MAX_LINE, TIMEOUT};
 use super::records;
@@ -77,6 +78,7 @@ pub fn register(
     id: &str,
     pid: i32,
     network: &NetworkSection,
+    credentials: &[Binding],
     netns: &File,
 ) -> Result<Vec<String>, ControlError> {
     use std::os::fd::AsFd;
@@ -87,6 +89,7 @@ pub fn register(
         network: network.clone(),
         pid,
         start_time,
+        credentials: credentials.to_vec(),
     };
     call(socket, &request, Some(netns.as_fd())).map(|reply| reply.listeners)
 }

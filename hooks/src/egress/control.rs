@@ -21,6 +21,7 @@ use std::time::Duration;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use serde::{Deserialize, Serialize};
 use vibe_policy::config::NetworkSection;
+use vibe_policy::egress::credential::Binding;
 
 /// Longest request line the daemon reads (a network section is small).
 pub const MAX_LINE: usize = 256 * 1024;
@@ -37,6 +38,9 @@ pub enum Request {
         network: NetworkSection,
         pid: i32,
         start_time: u64,
+        /// The container's credentials (none for most containers).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        credentials: Vec<Binding>,
     },
     Unregister {
         id: String,

@@ -417,6 +417,7 @@ impl Daemon {
                 network,
                 pid,
                 start_time,
+                credentials: _,
             } => {
                 if fds.len() != 1 {
                     return Reply::refused(format!(

@@ -5,7 +5,9 @@
 //! - [`request`]: the proxy request head (CONNECT and absolute-form).
 //! - [`sni`]: the TLS ClientHello's server name.
 //! - [`decision`]: the record of one judgement, as logged and refused.
+//! - [`credential`]: a credential bound to a container, as the daemon gets it.
 
+pub mod credential;
 pub mod decision;
 pub(crate) mod hosts;
 pub mod request;
