@@ -144,6 +144,7 @@ impl Rig {
             &netns,
         )
         .unwrap_or_else(|e| panic!("register: {e}; {}", self.stderr()))
+        .listeners
     }
 
     /// Registers the container enforcing, with `hosts`: only those names
@@ -165,6 +166,7 @@ impl Rig {
             &netns,
         )
         .unwrap_or_else(|e| panic!("register: {e}; {}", self.stderr()))
+        .listeners
     }
 
     fn served(&self) -> bool {

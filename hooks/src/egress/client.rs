@@ -72,6 +72,7 @@ pub fn call(
 
 /// Registers container `id` (under runc root `runc_root`, init `pid`) with
 /// the daemon at `socket`, passing its network namespace: the hook's side.
+/// The reply carries the listeners and, with credentials, the CA's PEM.
 pub fn register(
     socket: &Path,
     runc_root: &Path,
@@ -80,7 +81,7 @@ pub fn register(
     network: &NetworkSection,
     credentials: &[Binding],
     netns: &File,
-) -> Result<Vec<String>, ControlError> {
+) -> Result<Reply, ControlError> {
     use std::os::fd::AsFd;
     let start_time = records::process_start(i64::from(pid)).ok_or(ControlError::StartTime(pid))?;
     let request = Request::Register {
@@ -91,7 +92,7 @@ pub fn register(
         start_time,
         credentials: credentials.to_vec(),
     };
-    call(socket, &request, Some(netns.as_fd())).map(|reply| reply.listeners)
+    call(socket, &request, Some(netns.as_fd()))
 }
 
 /// Whether the daemon at `socket` serves container `id`: its listeners.

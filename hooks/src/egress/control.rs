@@ -29,6 +29,8 @@ pub const MAX_LINE: usize = 256 * 1024;
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One request.
+// Built once per control call; boxing the register's network gains nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Request {
@@ -66,6 +68,11 @@ pub struct Reply {
     /// How many containers the daemon serves (a status without an id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containers: Option<usize>,
+    /// A registration with credentials: the PEM certificate of the CA the
+    /// daemon terminates this container's credential hosts with, for the
+    /// container's trust bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_pem: Option<String>,
 }
 
 impl Reply {

@@ -256,6 +256,37 @@ pub struct NetworkSection {
     /// registers containers with. A relative path is relative to the policy
     /// file's directory (the shim resolves it on load).
     pub egress_socket: PathBuf,
+    /// mode "proxy": secrets the proxy swaps in for a per-container
+    /// placeholder, on requests to their own hosts only.
+    pub credentials: Vec<CredentialSection>,
+    /// mode "proxy": extra roots (PEM) for verifying the upstreams of
+    /// terminated (credential) hosts, beside the host's system trust store.
+    pub upstream_ca: Option<PathBuf>,
+    /// mode "proxy": connections and DNS of clients that ignore the proxy
+    /// variables are caught inside the container's netns.
+    pub transparent: bool,
+}
+
+/// One `[[network.credentials]]` entry, as written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialSection {
+    pub name: String,
+    /// Exact host names; each must also be allowed by `[network] hosts`.
+    pub hosts: Vec<String>,
+    /// The variable that holds the placeholder inside the container.
+    pub env: String,
+    /// The header the placeholder travels in (`x-api-key`, `authorization`).
+    #[serde(default)]
+    pub header: Option<String>,
+    /// With `header`: a scheme before the value (`Bearer`).
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// HTTP Basic with this user name (git over HTTPS); excludes `header`.
+    #[serde(default)]
+    pub basic_user: Option<String>,
+    /// The root-owned, mode 0600 file that holds the secret.
+    pub source: PathBuf,
 }
 
 impl Default for NetworkSection {
@@ -271,6 +302,9 @@ impl Default for NetworkSection {
             ports: vec![80, 443],
             enforce: true,
             egress_socket: PathBuf::from(DEFAULT_EGRESS_SOCKET),
+            credentials: Vec::new(),
+            upstream_ca: None,
+            transparent: false,
         }
     }
 }
