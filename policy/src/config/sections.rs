@@ -175,12 +175,8 @@ impl Default for ProcessSection {
             env_allow: ["PATH", "HOME", "TERM", "TZ", "HOSTNAME"]
                 .iter()
                 .chain(LOCALE_ENV_NAMES)
-                .chain(&[
-                    "ANTHROPIC_API_KEY",
-                    "ANTHROPIC_BASE_URL",
-                    "OPENAI_API_KEY",
-                    "OPENAI_BASE_URL",
-                ])
+                // The API keys themselves arrive as [[network.credentials]].
+                .chain(&["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"])
                 .map(|s| s.to_string())
                 .collect(),
         }
@@ -287,7 +283,27 @@ pub struct CredentialSection {
     pub basic_user: Option<String>,
     /// The root-owned, mode 0600 file that holds the secret.
     pub source: PathBuf,
+    /// true: a missing `source` skips the credential at create (the
+    /// container gets no variable for it) instead of failing the create. A
+    /// source that exists is judged in full either way.
+    #[serde(default)]
+    pub optional: bool,
 }
+
+/// Where a container with credentials finds its trust bundle (the host's
+/// system roots plus the CA the egress daemon terminates its credential
+/// hosts with): bound read-only from vibe-shim's state directory.
+pub const TRUST_BUNDLE_PATH: &str = "/etc/vibe-shim/ca-bundle.pem";
+
+/// The variables forced to [`TRUST_BUNDLE_PATH`] (OpenSSL and Go, Python's
+/// requests, curl, git, Node.js).
+pub const TRUST_BUNDLE_ENV: [&str; 5] = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "NODE_EXTRA_CA_CERTS",
+];
 
 impl Default for NetworkSection {
     fn default() -> Self {
@@ -635,6 +651,18 @@ impl Policy {
     /// each, for `policy check`. Host facts (a uid's account) are the shim's.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        for cred in &self.network.credentials {
+            if let Some(pattern) = self.process.env_allow.iter().find(|p| {
+                p.strip_suffix('*')
+                    .is_some_and(|prefix| cred.env.starts_with(prefix))
+            }) {
+                out.push(format!(
+                    "process.env_allow: {pattern:?} passes {}, but credential {:?} forces its \
+                     placeholder there: the client's value never reaches the container",
+                    cred.env, cred.name
+                ));
+            }
+        }
         for pattern in &self.process.env_allow {
             if let Some(prefix) = pattern.strip_suffix('*') {
                 let example = SECRET_ENV_WORDS

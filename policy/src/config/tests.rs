@@ -254,3 +254,185 @@ fn tool_paths_must_be_absolute() {
         assert!(parse(&format!("[{section}]\n{key} = \"/usr/sbin/x\"\n")).is_ok());
     }
 }
+
+const CREDENTIAL_BASE: &str = r#"
+[process]
+env_allow = ["PATH", "HOME"]
+[network]
+mode = "proxy"
+hosts = ["api.anthropic.com", "*.github.com", "github.com:443", "plain.example:80"]
+"#;
+
+fn credential(entry: &str) -> Result<Policy, ConfigError> {
+    parse(&format!(
+        "{CREDENTIAL_BASE}[[network.credentials]]\n{entry}\n"
+    ))
+}
+
+const ANTHROPIC: &str = r#"name = "anthropic"
+hosts = ["api.anthropic.com"]
+env = "ANTHROPIC_API_KEY"
+header = "x-api-key"
+source = "/etc/vibe-shim/credentials/anthropic""#;
+
+#[test]
+fn credentials_parse_with_their_defaults() {
+    let p = credential(ANTHROPIC).unwrap();
+    let c = &p.network.credentials[0];
+    assert_eq!(c.header.as_deref(), Some("x-api-key"));
+    assert!(!c.optional && c.scheme.is_none() && c.basic_user.is_none());
+    let p = credential(
+        "name = \"git\"\nhosts = [\"github.com\", \"API.GitHub.com\"]\nenv = \"GH_TOKEN\"\n\
+         basic_user = \"x-access-token\"\nsource = \"/etc/vibe-shim/credentials/gh\"\noptional = true",
+    )
+    .unwrap();
+    assert!(p.network.credentials[0].optional);
+    let p = credential(
+        "name = \"o\"\nhosts = [\"api.github.com\"]\nenv = \"T\"\nheader = \"Authorization\"\n\
+         scheme = \"Bearer\"\nsource = \"/s\"",
+    )
+    .unwrap();
+    assert_eq!(p.network.credentials[0].scheme.as_deref(), Some("Bearer"));
+}
+
+#[test]
+fn credentials_are_checked() {
+    let with = |from: &str, to: &str| {
+        assert!(ANTHROPIC.contains(from), "{from}");
+        credential(&ANTHROPIC.replace(from, to))
+            .unwrap_err()
+            .to_string()
+    };
+    for (from, to, needle) in [
+        ("\"anthropic\"", "\"a b\"", "network.credentials.name"),
+        ("\"anthropic\"", "\"\"", "network.credentials.name"),
+        ("[\"api.anthropic.com\"]", "[]", "at least one host"),
+        (
+            "api.anthropic.com\"]",
+            "*.github.com\"]",
+            "exact names only",
+        ),
+        (
+            "api.anthropic.com\"]",
+            "other.example\"]",
+            "not allowed by [network] hosts",
+        ),
+        // Allowed, but not on 443: the terminated port.
+        (
+            "api.anthropic.com\"]",
+            "plain.example\"]",
+            "not allowed by [network] hosts",
+        ),
+        ("\"ANTHROPIC_API_KEY\"", "\"1BAD\"", "not a variable name"),
+        ("\"ANTHROPIC_API_KEY\"", "\"A=B\"", "not a variable name"),
+        ("\"ANTHROPIC_API_KEY\"", "\"https_proxy\"", "sets itself"),
+        ("\"ANTHROPIC_API_KEY\"", "\"SSL_CERT_FILE\"", "sets itself"),
+        (
+            "header = \"x-api-key\"",
+            "",
+            "exactly one of header and basic_user",
+        ),
+        (
+            "header = \"x-api-key\"",
+            "header = \"x\"\nbasic_user = \"u\"",
+            "exactly one",
+        ),
+        (
+            "header = \"x-api-key\"",
+            "header = \"Host\"",
+            "network.credentials.header",
+        ),
+        (
+            "header = \"x-api-key\"",
+            "header = \"x api\"",
+            "network.credentials.header",
+        ),
+        (
+            "header = \"x-api-key\"",
+            "basic_user = \"u\"\nscheme = \"Bearer\"",
+            "scheme only applies",
+        ),
+        (
+            "header = \"x-api-key\"",
+            "basic_user = \"a:b\"",
+            "network.credentials.basic_user",
+        ),
+        (
+            "header = \"x-api-key\"",
+            "header = \"authorization\"\nscheme = \"Basic\"",
+            "basic_user, not a scheme",
+        ),
+        (
+            "header = \"x-api-key\"",
+            "header = \"authorization\"\nscheme = \"a b\"",
+            "one word",
+        ),
+        (
+            "\"/etc/vibe-shim/credentials/anthropic\"",
+            "\"credentials/a\"",
+            "must be absolute",
+        ),
+    ] {
+        let err = with(from, to);
+        assert!(err.contains(needle), "{from} -> {to}: {err}");
+    }
+    // A second entry may not reuse a name, a host or a variable.
+    for (second, needle) in [
+        (ANTHROPIC.to_string(), "listed twice"),
+        (ANTHROPIC.replace("\"anthropic\"", "\"b\""), "already bound"),
+        (
+            ANTHROPIC
+                .replace("\"anthropic\"", "\"b\"")
+                .replace("api.anthropic.com", "github.com")
+                .replace("ANTHROPIC_API_KEY", "anthropic_api_key"),
+            "already \"anthropic\"'s",
+        ),
+    ] {
+        let err = credential(&format!("{ANTHROPIC}\n[[network.credentials]]\n{second}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(needle), "{err}");
+    }
+}
+
+#[test]
+fn credentials_need_mode_proxy_and_a_forced_variable() {
+    let other = format!("[[network.credentials]]\n{ANTHROPIC}\n");
+    let err = parse(&other).unwrap_err().to_string();
+    assert!(err.contains("only applies with mode \"proxy\""), "{err}");
+    let err = parse("[network]\nupstream_ca = \"/etc/ca.pem\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("network.upstream_ca"), "{err}");
+    let err = parse(&format!("{CREDENTIAL_BASE}upstream_ca = \"ca.pem\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("must be absolute"), "{err}");
+    // The exact name in env_allow would read as "the client may set it".
+    let listed = CREDENTIAL_BASE.replace("\"HOME\"]", "\"HOME\", \"ANTHROPIC_API_KEY\"]");
+    let err = parse(&format!("{listed}[[network.credentials]]\n{ANTHROPIC}\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("process.env_allow") && err.contains("remove it"),
+        "{err}"
+    );
+    // A prefix only warns: the placeholder wins anyway.
+    let prefixed = CREDENTIAL_BASE.replace("\"HOME\"]", "\"HOME\", \"ANTHROPIC_*\"]");
+    let p = parse(&format!("{prefixed}[[network.credentials]]\n{ANTHROPIC}\n")).unwrap();
+    assert!(
+        p.warnings()
+            .iter()
+            .any(|w| w.contains("forces its placeholder")),
+        "{:?}",
+        p.warnings()
+    );
+}
+
+#[test]
+fn the_default_policy_passes_no_api_key() {
+    let p = Policy::default();
+    assert!(!p.process.env_allowed("ANTHROPIC_API_KEY"));
+    assert!(!p.process.env_allowed("OPENAI_API_KEY"));
+    assert!(p.process.env_allowed("ANTHROPIC_BASE_URL"));
+}

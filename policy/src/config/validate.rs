@@ -163,6 +163,8 @@ impl Policy {
             ));
         }
         network(&self.network).map_err(|(key, message)| invalid(key, message))?;
+        credentials(&self.network, &self.process)
+            .map_err(|(key, message)| invalid(key, message))?;
         self.hooks
             .validate()
             .map_err(|(key, message)| invalid(key, message))?;
@@ -318,6 +320,219 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
         }
         if net.ports[..i].contains(port) {
             return Err(("network.ports", format!("port {port} listed twice")));
+        }
+    }
+    Ok(())
+}
+
+/// A name a process environment can carry and a shell can export.
+fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// An HTTP header name (RFC 9110 token).
+fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Headers the proxy itself reads or rewrites to judge a request: a
+/// credential in one of them would be judged by a value it changed.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "proxy-authorization",
+    "te",
+    "trailer",
+];
+
+/// Checks `[[network.credentials]]` and `upstream_ca` as written (the
+/// source files' owner and mode are host facts: `egress::credential`);
+/// the error names the key.
+pub(crate) fn credentials(
+    net: &NetworkSection,
+    process: &ProcessSection,
+) -> Result<(), (&'static str, String)> {
+    if net.mode != NetworkMode::Proxy {
+        if !net.credentials.is_empty() {
+            return Err((
+                "network.credentials",
+                "only applies with mode \"proxy\" (the proxy swaps the secret in)".into(),
+            ));
+        }
+        if net.upstream_ca.is_some() {
+            return Err((
+                "network.upstream_ca",
+                "only applies with mode \"proxy\"".into(),
+            ));
+        }
+    }
+    if let Some(ca) = &net.upstream_ca {
+        if !ca.is_absolute() {
+            return Err((
+                "network.upstream_ca",
+                format!("{} must be absolute", ca.display()),
+            ));
+        }
+    }
+    let patterns: Vec<HostPattern> = net.hosts.iter().filter_map(|h| h.parse().ok()).collect();
+    for (index, cred) in net.credentials.iter().enumerate() {
+        let name = &cred.name;
+        let earlier = &net.credentials[..index];
+        let name_ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+        if !name_ok {
+            return Err((
+                "network.credentials.name",
+                format!("{name:?} must be 1-64 of a-z A-Z 0-9 - _ ."),
+            ));
+        }
+        if earlier.iter().any(|c| &c.name == name) {
+            return Err((
+                "network.credentials.name",
+                format!("{name:?} is listed twice"),
+            ));
+        }
+        if cred.hosts.is_empty() {
+            return Err((
+                "network.credentials.hosts",
+                format!("{name}: name at least one host"),
+            ));
+        }
+        for host in &cred.hosts {
+            let exact = crate::lang::hosts::normalize_name(host).map_err(|e| {
+                (
+                    "network.credentials.hosts",
+                    format!("{name}: {e} (exact names only)"),
+                )
+            })?;
+            // 443: the proxy terminates TLS for a credential host.
+            let allowed = patterns.iter().any(|p| {
+                p.matches_name(&exact)
+                    && p.port()
+                        .map_or(net.ports.contains(&443), |port| port == 443)
+            });
+            if !allowed {
+                return Err((
+                    "network.credentials.hosts",
+                    format!("{name}: {host} on port 443 is not allowed by [network] hosts"),
+                ));
+            }
+            let bound = |c: &CredentialSection| {
+                c.hosts
+                    .iter()
+                    .any(|h| crate::lang::hosts::normalize_name(h).is_ok_and(|h| h == exact))
+            };
+            if let Some(other) = earlier.iter().find(|c| bound(c)) {
+                return Err((
+                    "network.credentials.hosts",
+                    format!("{name}: {host} is already bound to {:?}", other.name),
+                ));
+            }
+        }
+        match (&cred.header, &cred.basic_user) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err((
+                    "network.credentials",
+                    format!("{name}: set exactly one of header and basic_user"),
+                ))
+            }
+            (Some(header), None) => {
+                let lower = header.to_ascii_lowercase();
+                if !is_token(header) || RESERVED_HEADERS.contains(&lower.as_str()) {
+                    return Err((
+                        "network.credentials.header",
+                        format!("{name}: {header:?} is not a header a credential can travel in"),
+                    ));
+                }
+                if lower == "authorization"
+                    && cred
+                        .scheme
+                        .as_deref()
+                        .is_some_and(|s| s.eq_ignore_ascii_case("basic"))
+                {
+                    return Err((
+                        "network.credentials.scheme",
+                        format!("{name}: HTTP Basic is basic_user, not a scheme"),
+                    ));
+                }
+            }
+            (None, Some(user)) => {
+                if user.is_empty() || user.contains(':') || user.chars().any(char::is_control) {
+                    return Err((
+                        "network.credentials.basic_user",
+                        format!("{name}: {user:?} must be a non-empty user name without ':'"),
+                    ));
+                }
+                if cred.scheme.is_some() {
+                    return Err((
+                        "network.credentials.scheme",
+                        format!("{name}: scheme only applies with header"),
+                    ));
+                }
+            }
+        }
+        if let Some(scheme) = &cred.scheme {
+            if !is_token(scheme) {
+                return Err((
+                    "network.credentials.scheme",
+                    format!("{name}: {scheme:?} must be one word (Bearer, token)"),
+                ));
+            }
+        }
+        let env = &cred.env;
+        if !is_env_name(env) {
+            return Err((
+                "network.credentials.env",
+                format!("{name}: {env:?} is not a variable name"),
+            ));
+        }
+        let upper = env.to_ascii_uppercase();
+        if upper.ends_with("_PROXY")
+            || upper == "NODE_USE_ENV_PROXY"
+            || TRUST_BUNDLE_ENV.contains(&upper.as_str())
+        {
+            return Err((
+                "network.credentials.env",
+                format!("{name}: {env} is a variable vibe-shim sets itself"),
+            ));
+        }
+        if let Some(other) = earlier.iter().find(|c| c.env.eq_ignore_ascii_case(env)) {
+            return Err((
+                "network.credentials.env",
+                format!("{name}: {env} is already {:?}'s", other.name),
+            ));
+        }
+        if process
+            .env_allow
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(env))
+        {
+            return Err((
+                "process.env_allow",
+                format!(
+                    "{env} is credential {name:?}'s placeholder (forced, whatever the client \
+                     passes): remove it from env_allow"
+                ),
+            ));
+        }
+        if !cred.source.is_absolute() {
+            return Err((
+                "network.credentials.source",
+                format!("{name}: {} must be absolute", cred.source.display()),
+            ));
         }
     }
     Ok(())
