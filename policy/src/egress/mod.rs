@@ -6,9 +6,11 @@
 //! - [`sni`]: the TLS ClientHello's server name.
 //! - [`decision`]: the record of one judgement, as logged and refused.
 //! - [`credential`]: a credential bound to a container, as the daemon gets it.
+//! - [`dns`]: transparent egress's DNS answerer and its fake addresses.
 
 pub mod credential;
 pub mod decision;
+pub mod dns;
 pub(crate) mod hosts;
 pub mod request;
 pub mod sni;
