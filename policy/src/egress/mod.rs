@@ -7,6 +7,7 @@
 //! - [`decision`]: the record of one judgement, as logged and refused.
 //! - [`credential`]: a credential bound to a container, as the daemon gets it.
 //! - [`dns`]: transparent egress's DNS answerer and its fake addresses.
+//! - [`transparent`]: the name a redirected connection's first bytes ask for.
 
 pub mod credential;
 pub mod decision;
@@ -14,6 +15,7 @@ pub mod dns;
 pub(crate) mod hosts;
 pub mod request;
 pub mod sni;
+pub mod transparent;
 
 pub use crate::lang::hosts::{Host, HostPattern};
 pub use decision::{Decision, Verdict};
