@@ -33,6 +33,12 @@ impl HostList {
         })
     }
 
+    /// Whether some entry names `name` (a normalised name), on any port:
+    /// what the DNS answerer of transparent egress asks.
+    pub fn names(&self, name: &str) -> bool {
+        self.patterns.iter().any(|p| p.matches_name(name))
+    }
+
     /// Whether `host:port` may be asked for: `Ok(rule)` names the entry
     /// that allows it, `Err(reason)` says why not.
     pub fn judge(&self, host: &Host, port: u16) -> Result<String, String> {
@@ -156,6 +162,8 @@ mod tests {
         );
         assert!(l.judge(&name("evilgithub.com"), 443).is_err());
         assert!(l.judge(&name("github.com.evil.example"), 443).is_err());
+        assert!(l.names("codeload.github.com") && l.names("api.anthropic.com"));
+        assert!(!l.names("github.com") && !l.names("evil.example"));
         assert!(l.judge(&name("evil.example"), 443).is_err());
         assert!(
             Host::parse("*.github.com").is_err(),

@@ -6,12 +6,16 @@
 //! - [`sni`]: the TLS ClientHello's server name.
 //! - [`decision`]: the record of one judgement, as logged and refused.
 //! - [`credential`]: a credential bound to a container, as the daemon gets it.
+//! - [`dns`]: transparent egress's DNS answerer and its fake addresses.
+//! - [`transparent`]: the name a redirected connection's first bytes ask for.
 
 pub mod credential;
 pub mod decision;
+pub mod dns;
 pub(crate) mod hosts;
 pub mod request;
 pub mod sni;
+pub mod transparent;
 
 pub use crate::lang::hosts::{Host, HostPattern};
 pub use decision::{Decision, Verdict};
