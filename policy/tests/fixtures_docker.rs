@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
+use vibe_policy::config::DEFAULT_PIDS_LIMIT;
 use vibe_policy::host::HostView;
 use vibe_policy::{
     enforce_create, enforce_process, enforce_update, CreateContext, FakeHost, Policy, Refusal,
@@ -180,7 +181,10 @@ fn assert_confined(spec: &Value, case: &str) {
     let linux = &spec["linux"];
 
     let limit = linux["resources"]["pids"]["limit"].as_i64().unwrap();
-    assert!((1..=512).contains(&limit), "{case}: pids {limit}");
+    assert!(
+        (1..=DEFAULT_PIDS_LIMIT).contains(&limit),
+        "{case}: pids {limit}"
+    );
     assert_resources_bounded(spec, case);
 
     let namespaces = linux["namespaces"].as_array().unwrap();
@@ -455,7 +459,7 @@ fn docker_updates_are_clamped() {
     for name in ["update-pids-unlimited.json", "update-pids-100000.json"] {
         let out = enforce_update(&read(name), &policy(), &host).unwrap();
         let limit = out.document["pids"]["limit"].as_i64().unwrap();
-        assert!((1..=512).contains(&limit), "{name}: {limit}");
+        assert!((1..=DEFAULT_PIDS_LIMIT).contains(&limit), "{name}: {limit}");
     }
     let memory = read("update-memory.json");
     let out = enforce_update(&memory, &policy(), &host).unwrap();

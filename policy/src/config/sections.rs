@@ -158,6 +158,10 @@ pub struct ProcessSection {
     pub apparmor_profiles: Vec<String>,
 }
 
+/// Threads count against the pids cgroup: 4096 lets `make -j32`, a JVM
+/// and a threaded test runner (2,000 Python threads) work side by side.
+pub const DEFAULT_PIDS_LIMIT: i64 = 4096;
+
 /// Docker's and podman's own default profiles.
 pub const DEFAULT_APPARMOR_PROFILES: &[&str] = &["docker-default", "containers-default-*"];
 
@@ -166,7 +170,7 @@ impl Default for ProcessSection {
         Self {
             capabilities: Vec::new(),
             no_new_privileges: true,
-            pids_limit: 512,
+            pids_limit: DEFAULT_PIDS_LIMIT,
             user: None,
             apparmor_profiles: DEFAULT_APPARMOR_PROFILES
                 .iter()

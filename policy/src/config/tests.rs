@@ -11,7 +11,7 @@ fn empty_file_is_the_default_policy() {
     let p = parse("").expect("empty config parses");
     assert_eq!(p, Policy::default());
     assert!(p.filesystem.readonly_root);
-    assert_eq!(p.process.pids_limit, 512);
+    assert_eq!(p.process.pids_limit, 4096);
     assert_eq!(p.network.mode, NetworkMode::None);
 }
 

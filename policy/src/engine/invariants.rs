@@ -492,6 +492,7 @@ fn check_pids(spec: &Value, policy: &Policy, out: &mut Vec<String>) {
 mod tests {
     use super::*;
     use crate::config::BindAllow;
+    use crate::config::DEFAULT_PIDS_LIMIT;
     use crate::rules::devices::cgroup_device_rules;
     use serde_json::json;
     use std::path::PathBuf;
@@ -802,7 +803,7 @@ mod tests {
             "pids.limit",
         );
         assert_flags(
-            |s| s["linux"]["resources"]["pids"]["limit"] = json!(513),
+            |s| s["linux"]["resources"]["pids"]["limit"] = json!(DEFAULT_PIDS_LIMIT + 1),
             "pids.limit",
         );
         assert_flags(

@@ -133,7 +133,7 @@ mod tests {
         .unwrap();
         let memory = spec["linux"]["resources"]["memory"].clone();
         let rec = run(&mut spec, false);
-        assert_eq!(spec["linux"]["resources"]["pids"], json!({"limit": 512}));
+        assert_eq!(spec["linux"]["resources"]["pids"], json!({"limit": 4096}));
         assert_eq!(spec["linux"]["resources"]["memory"], memory);
         assert_eq!(rec.changes[0].field, "/linux/resources/pids/limit");
         assert_eq!(rec.changes[0].before, Value::Null);
@@ -146,11 +146,11 @@ mod tests {
         for odd in [json!(-1), json!(0), json!("7"), json!(1e3), json!(u64::MAX)] {
             let mut spec = json!({"linux": {"resources": {"pids": {"limit": odd}}}});
             run(&mut spec, false);
-            assert_eq!(spec["linux"]["resources"]["pids"]["limit"], json!(512));
+            assert_eq!(spec["linux"]["resources"]["pids"]["limit"], json!(4096));
         }
         let mut spec = json!({});
         run(&mut spec, false);
-        assert_eq!(spec["linux"]["resources"]["pids"]["limit"], json!(512));
+        assert_eq!(spec["linux"]["resources"]["pids"]["limit"], json!(4096));
     }
 
     #[test]
@@ -161,7 +161,7 @@ mod tests {
         ] {
             let mut update: Value = serde_json::from_str(text).unwrap();
             let rec = run(&mut update, true);
-            assert_eq!(update["pids"], json!({"limit": 512}));
+            assert_eq!(update["pids"], json!({"limit": 4096}));
             assert_eq!(rec.changes[0].field, "/pids/limit");
         }
     }
@@ -169,12 +169,12 @@ mod tests {
     #[test]
     fn unified_pids_max_is_clamped_on_create_and_update() {
         for (odd, want) in [
-            (json!("max"), "512"),
-            (json!("100000"), "512"),
-            (json!("0x7fffffff"), "512"),
-            (json!(" 64"), "512"),
-            (json!("-1"), "512"),
-            (json!(7), "512"),
+            (json!("max"), "4096"),
+            (json!("100000"), "4096"),
+            (json!("0x7fffffff"), "4096"),
+            (json!(" 64"), "4096"),
+            (json!("-1"), "4096"),
+            (json!(7), "4096"),
             (json!("64"), "64"),
         ] {
             let mut spec = json!({"linux": {"resources": {"unified": {"pids.max": odd, "memory.high": "1G"}}}});

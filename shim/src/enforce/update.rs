@@ -159,15 +159,15 @@ mod tests {
     #[test]
     fn pids_limit_flag_is_clamped_in_every_form() {
         let (out, changes) = run(&["--pids-limit", "-1", "ctr"], "");
-        assert_eq!(out, ["--pids-limit", "512", "ctr"]);
+        assert_eq!(out, ["--pids-limit", "4096", "ctr"]);
         assert_eq!(changes.len(), 1);
         let (out, _) = run(&["--pids-limit=100000", "--memory", "1g", "ctr"], "");
-        assert_eq!(out, ["--pids-limit=512", "--memory", "1g", "ctr"]);
+        assert_eq!(out, ["--pids-limit=4096", "--memory", "1g", "ctr"]);
         let (out, changes) = run(&["-pids-limit=100", "ctr"], "");
         assert_eq!(out, ["-pids-limit=100", "ctr"]);
         assert!(changes.is_empty());
         let (out, _) = run(&["ctr", "--pids-limit", "0"], "");
-        assert_eq!(out, ["ctr", "--pids-limit", "512"]);
+        assert_eq!(out, ["ctr", "--pids-limit", "4096"]);
     }
 
     #[test]
@@ -285,7 +285,7 @@ mod tests {
         assert!(out[1].starts_with("/proc/self/fd/"), "{out:?}");
         let written: Value = serde_json::from_slice(&std::fs::read(&out[1]).unwrap()).unwrap();
         assert_eq!(written["memory"]["limit"], 1_000_000);
-        assert_eq!(written["pids"]["limit"], 512);
+        assert_eq!(written["pids"]["limit"], 4096);
         assert_eq!(out[2], "ctr");
     }
 
