@@ -6,10 +6,12 @@
 //! - [`sni`]: the TLS ClientHello's server name.
 //! - [`decision`]: the record of one judgement, as logged and refused.
 //! - [`credential`]: a credential bound to a container, as the daemon gets it.
+//! - [`inject`]: the judge of each request on a terminated credential connection.
 
 pub mod credential;
 pub mod decision;
 pub(crate) mod hosts;
+pub mod inject;
 pub mod request;
 pub mod sni;
 
