@@ -8,11 +8,13 @@
 //! - [`credential`]: a credential bound to a container, as the daemon gets it.
 //! - [`dns`]: transparent egress's DNS answerer and its fake addresses.
 //! - [`transparent`]: the name a redirected connection's first bytes ask for.
+//! - [`inject`]: the judge of each request on a terminated credential connection.
 
 pub mod credential;
 pub mod decision;
 pub mod dns;
 pub(crate) mod hosts;
+pub mod inject;
 pub mod request;
 pub mod sni;
 pub mod transparent;

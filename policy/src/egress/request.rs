@@ -94,26 +94,7 @@ pub fn parse(buf: &[u8], cap: usize) -> Result<Option<Request>, RequestError> {
     if version != "HTTP/1.1" && version != "HTTP/1.0" {
         return Err(RequestError::Malformed("version (HTTP/1.0 or HTTP/1.1)"));
     }
-    let mut headers = Vec::new();
-    for line in lines {
-        if line.contains(['\r', '\n']) {
-            return Err(RequestError::Malformed("bare CR or LF"));
-        }
-        if line.starts_with([' ', '\t']) {
-            return Err(RequestError::Malformed("folded header line"));
-        }
-        let (name, value) = line
-            .split_once(':')
-            .ok_or(RequestError::Malformed("header line without ':'"))?;
-        if name.is_empty() || !name.bytes().all(is_tchar) {
-            return Err(RequestError::Malformed("header name"));
-        }
-        let value = value.trim_matches([' ', '\t']);
-        if value.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) {
-            return Err(RequestError::Malformed("control character in header value"));
-        }
-        headers.push((name.to_string(), value.to_string()));
-    }
+    let headers = header_lines(lines)?;
     let (target, authority, default_port) = if method == "CONNECT" {
         (Target::Connect, uri, None)
     } else {
@@ -224,7 +205,37 @@ impl Request {
     }
 }
 
-fn body(headers: &[(String, String)], version: &str) -> Result<Body, RequestError> {
+/// The header lines of a head (after the request line), strictly: no bare
+/// CR or LF, no folding, token names, no control characters in values.
+pub(crate) fn header_lines<'a>(
+    lines: impl Iterator<Item = &'a str>,
+) -> Result<Vec<(String, String)>, RequestError> {
+    let mut headers = Vec::new();
+    for line in lines {
+        if line.contains(['\r', '\n']) {
+            return Err(RequestError::Malformed("bare CR or LF"));
+        }
+        if line.starts_with([' ', '\t']) {
+            return Err(RequestError::Malformed("folded header line"));
+        }
+        let (name, value) = line
+            .split_once(':')
+            .ok_or(RequestError::Malformed("header line without ':'"))?;
+        if name.is_empty() || !name.bytes().all(is_tchar) {
+            return Err(RequestError::Malformed("header name"));
+        }
+        let value = value.trim_matches([' ', '\t']);
+        if value.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) {
+            return Err(RequestError::Malformed("control character in header value"));
+        }
+        headers.push((name.to_string(), value.to_string()));
+    }
+    Ok(headers)
+}
+
+/// How the body of a request with these headers is framed, or a refusal
+/// of any framing two parsers could read differently.
+pub(crate) fn body(headers: &[(String, String)], version: &str) -> Result<Body, RequestError> {
     let get = |name: &str| -> Vec<&str> {
         headers
             .iter()
@@ -258,7 +269,10 @@ fn body(headers: &[(String, String)], version: &str) -> Result<Body, RequestErro
 
 /// `host:port` / `[v6]:port`; `default` when the port is absent (None: a
 /// port is required).
-fn split_authority(text: &str, default: Option<u16>) -> Result<(Host, u16), RequestError> {
+pub(crate) fn split_authority(
+    text: &str,
+    default: Option<u16>,
+) -> Result<(Host, u16), RequestError> {
     if text.contains('@') {
         return Err(RequestError::Malformed("userinfo in the target"));
     }
@@ -305,11 +319,11 @@ fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
         .then(|| &text[prefix.len()..])
 }
 
-fn is_tchar(b: u8) -> bool {
+pub(crate) fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
