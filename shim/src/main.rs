@@ -41,8 +41,13 @@ fn run() -> i32 {
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
     let verb = inv.verb().to_string();
-    if let Some(denial) = as_runc_denial(std::env::args_os().next().as_deref(), &inv, &verb) {
+    let argv0 = std::env::args_os().next();
+    if let Some(denial) = as_runc_denial(argv0.as_deref(), &inv, &verb) {
         return fail(&inv, &denial);
+    }
+    if !runs_as_runc(argv0.as_deref()) && wants_own_help(&inv) {
+        print!("{}", cli::HELP);
+        return 0;
     }
     if treatment(&verb) == Some(Treatment::Own) {
         if let Some(code) = cli::dispatch(&verb, &config_path, inv.verb_args()) {
@@ -72,8 +77,7 @@ fn run() -> i32 {
 /// must not reach a root-only vibe-shim verb such as `hook tmpfs-modes`, nor
 /// pick the policy with `--config`.
 fn as_runc_denial(argv0: Option<&std::ffi::OsStr>, inv: &Invocation, verb: &str) -> Option<Denial> {
-    let as_runc = argv0.is_some_and(|a| Path::new(a).file_name() == Some("runc".as_ref()));
-    if !as_runc {
+    if !runs_as_runc(argv0) {
         return None;
     }
     if treatment(verb) == Some(Treatment::Own) {
@@ -89,4 +93,29 @@ fn as_runc_denial(argv0: Option<&std::ffi::OsStr>, inv: &Invocation, verb: &str)
         ));
     }
     None
+}
+
+fn runs_as_runc(argv0: Option<&std::ffi::OsStr>) -> bool {
+    argv0.is_some_and(|a| Path::new(a).file_name() == Some("runc".as_ref()))
+}
+
+/// `vibe-shim`, `vibe-shim --help` and `vibe-shim help` print vibe-shim's
+/// own help; `vibe-shim help <verb>`, `<runc-verb> --help` and `--version`
+/// stay runc's. Run as `runc`, every one of them is runc's.
+fn wants_own_help(inv: &Invocation) -> bool {
+    if inv.error.is_some() {
+        return false;
+    }
+    let version = inv.runc_args.iter().any(|a| {
+        let a = a.to_string_lossy();
+        matches!(
+            a.trim_start_matches('-').split('=').next(),
+            Some("version" | "v")
+        )
+    });
+    match inv.verb() {
+        "" => !version && (inv.no_action || inv.runc_args.is_empty()),
+        "help" | "h" => inv.verb_args().is_empty() && !version,
+        _ => false,
+    }
 }

@@ -42,7 +42,7 @@ fn a_drop_in_reaches_the_container_and_policy_check_names_it() {
     assert!(out.status.success(), "{}", describe(&out));
     let stdout = text(&out.stdout);
     assert!(
-        stdout.lines().any(|l| l
+        stdout.lines().any(|l| l.trim()
             == "filesystem.tmpfs += [{ mode = \"0750\", path = \"/cache\" }]  (policy.d/10-cache.toml)"),
         "{stdout}"
     );

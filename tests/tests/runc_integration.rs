@@ -469,7 +469,7 @@ fn policy_explain_lists_changes_and_refusals() {
         describe(&out)
     );
     let out = Command::new(shim_bin())
-        .args(["policy", "check", "--config"])
+        .args(["policy", "check", "--json", "--config"])
         .arg(bundle.policy_path())
         .output()
         .unwrap();

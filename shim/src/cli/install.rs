@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use crate::install::lockdown::{self, ENGINE_PATH, PATH_DIR};
 use crate::install::{
-    apply, containerd, docker, load_record, podman, toml_doc, unapply, EditError, InstallError,
-    Installed, Record, Uninstalled, DEFAULT_BINARY, DEFAULT_STATE_DIR, RUNTIME_NAME,
+    apply, containerd, docker, load_record, podman, runtime_binary, toml_doc, unapply, EditError,
+    InstallError, Installed, Record, Uninstalled, DEFAULT_STATE_DIR, RUNTIME_NAME,
 };
 
 /// Exit codes, for `--help` and the package's maintainer scripts.
@@ -102,9 +102,10 @@ struct StateDir {
 #[derive(Debug, clap::Args)]
 struct Common {
     /// The vibe-shim binary the engine runs (absolute: engines exec it
-    /// from their own cwd)
-    #[arg(long, value_name = "BINARY", default_value = DEFAULT_BINARY, value_parser = absolute_binary)]
-    path: String,
+    /// from their own cwd); it must exist and be executable [default: this
+    /// binary, by its canonical path]
+    #[arg(long, value_name = "BINARY", value_parser = absolute_binary)]
+    path: Option<String>,
     #[command(flatten)]
     state: StateDir,
     /// Print what the file would become; write nothing
@@ -192,6 +193,7 @@ impl From<LockdownArgs> for lockdown::Options {
             runc: a.runc,
             path_dir: a.path_dir,
             engine_path: a.engine_path,
+            policy: PathBuf::from(vibe_policy::config::DEFAULT_CONFIG_PATH),
         }
     }
 }
@@ -222,12 +224,13 @@ enum Failed {
 
 /// Runs `install`/`uninstall`; prints what was done, or one line naming
 /// vibe-shim on failure. (Run as `runc`, main.rs refuses these verbs.)
-pub fn run(verb: &str, args: &[OsString]) -> i32 {
+/// `config` is the global `--config` (or the default): the policy lockdown
+/// checks, as seen inside `--root`.
+pub fn run(verb: &str, config: &Path, args: &[OsString]) -> i32 {
     let argv = std::iter::once(OsString::from(verb)).chain(args.iter().cloned());
     let parsed = match verb {
-        "install" => {
-            <InstallArgs as clap::Parser>::try_parse_from(argv).map(|a| run_install(a.target))
-        }
+        "install" => <InstallArgs as clap::Parser>::try_parse_from(argv)
+            .map(|a| run_install(a.target, config)),
         _ => <UninstallArgs as clap::Parser>::try_parse_from(argv).map(|a| run_uninstall(a.target)),
     };
     let (target, result) = match parsed {
@@ -262,13 +265,17 @@ fn usage_code(e: &clap::Error) -> i32 {
     }
 }
 
-fn run_install(target: InstallTarget) -> (&'static str, Result<String, Failed>) {
+fn run_install(target: InstallTarget, config: &Path) -> (&'static str, Result<String, Failed>) {
     match target {
         InstallTarget::Docker(a) => ("docker", install_docker(&a).map_err(Into::into)),
         InstallTarget::Containerd(a) => ("containerd", install_containerd(&a).map_err(Into::into)),
         InstallTarget::Podman(a) => ("podman", install_podman(&a).map_err(Into::into)),
         InstallTarget::Lockdown(a) => {
-            ("lockdown", lockdown::install(&a.into()).map_err(Into::into))
+            let options = lockdown::Options {
+                policy: config.to_path_buf(),
+                ..a.into()
+            };
+            ("lockdown", lockdown::install(&options).map_err(Into::into))
         }
     }
 }
@@ -330,7 +337,7 @@ fn installed_line(config: &Path, what: &str, result: Installed) -> String {
 fn install_docker(a: &DockerInstall) -> Result<String, InstallError> {
     let config = absolute(&a.daemon_json)?;
     let dopts = docker::DockerOpts {
-        path: a.common.path.clone(),
+        path: runtime_binary(a.common.path.as_deref())?,
         policy: a.policy.clone(),
         default: a.default,
         authz: a.authz,
@@ -367,7 +374,7 @@ fn install_docker(a: &DockerInstall) -> Result<String, InstallError> {
 
 fn install_containerd(a: &ContainerdInstall) -> Result<String, InstallError> {
     let config = absolute(&a.config)?;
-    let binary = &a.common.path;
+    let binary = &runtime_binary(a.common.path.as_deref())?;
     let fresh = a
         .config_version
         .unwrap_or_else(installed_containerd_config_version);
@@ -390,7 +397,7 @@ fn install_containerd(a: &ContainerdInstall) -> Result<String, InstallError> {
 
 fn install_podman(a: &PodmanInstall) -> Result<String, InstallError> {
     let config = absolute(&a.config)?;
-    let binary = &a.common.path;
+    let binary = &runtime_binary(a.common.path.as_deref())?;
     let default = a.default;
     let result = apply(
         "podman",
@@ -527,7 +534,12 @@ mod tests {
         use clap::Parser;
         let a = InstallArgs::try_parse_from(argv("install", target, args))
             .map_err(|e| e.to_string())?;
-        run_install(a.target).1.map_err(|e| e.to_string())
+        run_install(
+            a.target,
+            Path::new(vibe_policy::config::DEFAULT_CONFIG_PATH),
+        )
+        .1
+        .map_err(|e| e.to_string())
     }
 
     fn do_uninstall(target: &str, args: &[OsString]) -> Result<String, String> {
@@ -668,6 +680,55 @@ mod tests {
             let out = do_uninstall(engine, &args(&a)).unwrap();
             assert!(out.contains("not installed"), "{out}");
         }
+    }
+
+    /// The default is this binary (not a packaged path that may not exist),
+    /// and a `--path` that is missing or not executable is refused before
+    /// any file is touched.
+    #[test]
+    fn the_runtime_path_is_this_binary_or_a_runnable_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = |p: &str| dir.path().join(p).to_str().unwrap().to_string();
+        let (dj, state) = (d("daemon.json"), d("state"));
+        let base = ["--daemon-json", &dj, "--state-dir", &state];
+        do_install("docker", &args(&base)).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&dj).unwrap()).unwrap();
+        let me = std::fs::canonicalize("/proc/self/exe").unwrap();
+        assert_eq!(v["runtimes"]["vibe-shim"]["path"], me.to_str().unwrap());
+        let (pd, ct) = (d("podman.conf"), d("containerd.toml"));
+        for (engine, flag, file) in [("podman", "--config", &pd), ("containerd", "--config", &ct)] {
+            let missing = [
+                flag,
+                file.as_str(),
+                "--state-dir",
+                &state,
+                "--path",
+                "/nonexistent/vibe-shim",
+            ];
+            let err = do_install(engine, &args(&missing)).unwrap_err();
+            assert!(
+                err.contains("/nonexistent/vibe-shim: does not exist"),
+                "{err}"
+            );
+            assert!(!Path::new(file).exists(), "{engine} wrote {file}");
+        }
+        let plain = d("not-executable");
+        std::fs::write(&plain, "").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        for path in [plain.as_str(), dir.path().to_str().unwrap()] {
+            let a = [
+                "--daemon-json",
+                &d("other.json"),
+                "--state-dir",
+                &state,
+                "--path",
+                path,
+            ];
+            let err = do_install("docker", &args(&a)).unwrap_err();
+            assert!(err.contains("is not an executable file"), "{err}");
+        }
+        assert!(!Path::new(&d("other.json")).exists());
     }
 
     #[test]

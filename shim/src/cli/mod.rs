@@ -10,6 +10,37 @@ pub mod install;
 pub mod policy;
 
 use std::ffi::OsString;
+
+/// `vibe-shim --help`: the own verbs, and where runc's verbs and help are.
+pub const HELP: &str = "\
+vibe-shim: a runc-compatible runtime that enforces the administrator's policy
+(/etc/vibe-shim/config.toml) on every container, then runs the real runc.
+
+Usage: vibe-shim [--config FILE] [runc global options] <verb> [args...]
+
+vibe-shim's own verbs (each has --help):
+  policy check|explain  Check the policy, or explain what it does to a bundle
+  install <target>      Register vibe-shim with docker, containerd or podman,
+                        or make every runc on the host vibe-shim (lockdown)
+  uninstall <target>    Undo what install changed, and nothing else
+  egress                Run the egress proxy daemon (network mode \"proxy\")
+  authz                 Serve the Docker authorization plugin (the API gate)
+  doctor                Try every known door around vibe-shim; 0 when all are closed
+  hook <name>           The OCI hooks vibe-shim adds to a container (runc runs them)
+
+runc's verbs (create, run, exec, update, start, checkpoint, restore, delete,
+kill, state, list, ps, events, pause, resume, spec, features) pass through to
+the real runc: the ones that start or change a container are judged first.
+`vibe-shim <runc-verb> --help` and `vibe-shim help <runc-verb>` print runc's
+help; `vibe-shim --version` prints runc's version.
+
+Global options:
+  --config FILE  The policy [default: /etc/vibe-shim/config.toml]; refused when
+                 run as `runc`
+
+Exit codes: an own verb's are in its --help; a runc verb exits as runc does,
+or 1 when vibe-shim refuses it (one line naming vibe-shim and the rule).
+";
 use std::path::Path;
 
 /// Runs `verb` when it is one of vibe-shim's own (`runc_argv::VERBS`) and
@@ -22,7 +53,7 @@ pub fn dispatch(verb: &str, config_path: &Path, args: &[OsString]) -> Option<i32
         "policy" => policy::run(config_path, args),
         "authz" => authz::run(config_path, args),
         "doctor" => doctor::run(args),
-        "install" | "uninstall" => install::run(verb, args),
+        "install" | "uninstall" => install::run(verb, config_path, args),
         "egress" => egress::run(config_path, args),
         _ => return None,
     })

@@ -237,6 +237,8 @@ pub struct Options {
     pub runc: Option<PathBuf>,
     pub path_dir: PathBuf,
     pub engine_path: String,
+    /// The policy runc-as-vibe-shim will read (inside `root`).
+    pub policy: PathBuf,
 }
 
 #[cfg(test)]
@@ -250,6 +252,7 @@ impl Options {
             runc: None,
             path_dir: PathBuf::from(PATH_DIR),
             engine_path: ENGINE_PATH.to_string(),
+            policy: PathBuf::from(vibe_policy::config::DEFAULT_CONFIG_PATH),
         }
     }
 }
@@ -476,6 +479,40 @@ fn choose_mode(o: &Options) -> Result<(Mode, Option<PathBuf>), LockdownError> {
     }
 }
 
+/// Under lockdown vibe-shim runs the real runc its record names, and only
+/// when the policy names none: a `[runtime] path` that is the runc about to
+/// be diverted becomes vibe-shim itself (every container then fails), and
+/// any other runc it names stays executable for any client to run directly.
+/// So lockdown refuses while the policy sets one; nothing rewrites the
+/// admin's file.
+fn refuse_runtime_path(o: &Options) -> Result<(), LockdownError> {
+    let policy = inside(&o.root, &o.policy);
+    let Some(path) = crate::policy_file::runtime_path_only(&policy) else {
+        return Ok(());
+    };
+    let canonical = |p: &Path| std::fs::canonicalize(inside(&o.root, p)).ok();
+    let same = |a: &Path, b: &Path| a == b || canonical(a).is_some_and(|c| Some(c) == canonical(b));
+    let diverted = [o.runc.clone(), packaged_runc(o)]
+        .into_iter()
+        .flatten()
+        .chain(RUNC_CANDIDATES.iter().map(PathBuf::from))
+        .chain(std::iter::once(o.path_dir.join("runc")))
+        .any(|runc| {
+            let mut target = runc.as_os_str().to_owned();
+            target.push(DIVERT_SUFFIX);
+            same(&path, &runc) || same(&path, Path::new(&target))
+        });
+    let why = match diverted {
+        true => "is the runc lockdown makes vibe-shim (every container would fail: [runtime] path is vibe-shim itself)",
+        false => "would stay executable outside the lockdown, for any client to run directly",
+    };
+    Err(LockdownError::Refused(format!(
+        "{}: [runtime] path {} {why}; remove [runtime] path: under lockdown vibe-shim runs the real runc lockdown records",
+        policy.display(),
+        path.display(),
+    )))
+}
+
 /// The diversion of `runc`: `None`, or `(package, target)`.
 fn diversion(o: &Options, runc: &Path) -> Result<Option<(String, PathBuf)>, LockdownError> {
     let runc = runc.to_string_lossy();
@@ -488,6 +525,7 @@ fn diversion(o: &Options, runc: &Path) -> Result<Option<(String, PathBuf)>, Lock
 }
 
 pub fn install(o: &Options) -> Result<String, LockdownError> {
+    refuse_runtime_path(o)?;
     let shim = shim_path(o)?;
     let (mode, runc) = choose_mode(o)?;
     match (mode, runc) {
@@ -798,6 +836,42 @@ mod tests {
         o.engine_path = "/opt/x:/usr/sbin".into();
         exe(&r.join("opt/x/runc"), "x");
         assert_eq!(sh(&o).len(), 1);
+    }
+
+    /// A policy naming the runc lockdown diverts would break every
+    /// container once it is diverted; any other runc it names bypasses the
+    /// lockdown. Both are refused before anything changes, naming the key.
+    #[test]
+    fn a_policy_runtime_path_is_refused_before_anything_changes() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        exe(&r.join("usr/sbin/runc"), "real");
+        exe(&r.join("opt/runc"), "other");
+        let o = Options::new(r.to_path_buf());
+        let policy = inside(r, &o.policy);
+        fs::create_dir_all(policy.parent().unwrap()).unwrap();
+        fs::write(&policy, "[process]\nuser = \"61000:61000\"\n").unwrap();
+        refuse_runtime_path(&o).unwrap();
+        for (path, says) in [
+            ("/usr/sbin/runc", "is the runc lockdown makes vibe-shim"),
+            (
+                "/usr/sbin/runc.vibe-shim-real",
+                "is the runc lockdown makes vibe-shim",
+            ),
+            ("/opt/runc", "would stay executable"),
+        ] {
+            fs::write(&policy, format!("[runtime]\npath = \"{path}\"\n")).unwrap();
+            let err = install(&o).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("[runtime] path {path} {says}"))
+                    && err.contains("remove [runtime] path"),
+                "{err}"
+            );
+            assert!(fs::symlink_metadata(r.join("usr/sbin/runc"))
+                .unwrap()
+                .is_file());
+            assert!(read_record(r).unwrap().is_none());
+        }
     }
 
     #[test]

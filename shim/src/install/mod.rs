@@ -21,8 +21,6 @@ use serde::{Deserialize, Serialize};
 /// The name every engine knows vibe-shim by (the authz plugin and
 /// `doctor` look for it).
 pub const RUNTIME_NAME: &str = "vibe-shim";
-/// The packaged binary.
-pub const DEFAULT_BINARY: &str = "/usr/bin/vibe-shim";
 /// Where install records what it changed.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/vibe-shim/installed";
 /// Suffix of the backup of the original config, next to it.
@@ -50,6 +48,10 @@ pub enum InstallError {
         #[source]
         source: serde_json::Error,
     },
+    /// The binary the engine would run is missing or cannot be run: every
+    /// container would then fail with the engine's own, vaguer error.
+    #[error("{path}: {why}")]
+    Binary { path: PathBuf, why: String },
     #[error("{path}: not UTF-8: {source}")]
     NotUtf8 {
         path: PathBuf,
@@ -80,6 +82,41 @@ impl From<&str> for EditError {
     fn from(why: &str) -> Self {
         EditError::Shape(why.to_string())
     }
+}
+
+/// The binary an engine is to run: `given` (absolute, as the admin spelled
+/// it, a symlink included), or this very binary by its canonical path, so
+/// what was installed is what runs. Either must be an executable regular
+/// file now.
+pub fn runtime_binary(given: Option<&str>) -> Result<String, InstallError> {
+    let path = match given {
+        Some(p) => PathBuf::from(p),
+        None => {
+            std::fs::canonicalize("/proc/self/exe").map_err(io_err(Path::new("/proc/self/exe")))?
+        }
+    };
+    let refuse = |why: &str| InstallError::Binary {
+        path: path.clone(),
+        why: why.to_string(),
+    };
+    let meta = match std::fs::metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse("does not exist: the engine could run no container (pass --path with the installed vibe-shim)"))
+        }
+        Err(source) => return Err(InstallError::Io { path, source }),
+    };
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(refuse(
+            "is not an executable file: the engine could run no container",
+        ));
+    }
+    path.into_os_string()
+        .into_string()
+        .map_err(|_| InstallError::Binary {
+            path: PathBuf::new(),
+            why: "the binary's path is not UTF-8".into(),
+        })
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
