@@ -2,7 +2,9 @@
 # tests/env/deb.sh: build the .deb, install it on this host, configure
 # scratch copies of the engine configs with it, remove and purge it, and
 # prove the host is as it was found: an admin's uninstall must leave no
-# trace in the engines' configs. tests/run.sh runs it
+# trace in the engines' configs. Then the documented move from a quick
+# start install to the package and back (docs/admin/install.md), with an
+# edited policy that must survive both ways. tests/run.sh runs it
 # after the end-to-end suites. Never touches the test dockerd's config, nor
 # /etc/docker, /etc/containerd, /etc/containers (they are only checksummed).
 set -euo pipefail
@@ -11,6 +13,8 @@ REPO=${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 cd "$REPO"
 PKG=vibe-shim
 BIN=/usr/bin/vibe-shim
+QS_BIN=/usr/local/bin/vibe-shim
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 
 if dpkg-query -W -f='${Status}' "$PKG" 2>/dev/null | grep -q 'installed'; then
     echo "deb.sh: $PKG is installed on this host already; this test would remove it" >&2
@@ -24,21 +28,29 @@ if ! command -v cargo-deb >/dev/null; then
     echo "-- cargo-deb installed in $((SECONDS - t0))s"
 fi
 cargo deb -p vibe-shim --no-build
-deb=$(ls -t "${CARGO_TARGET_DIR:-$REPO/target}"/debian/vibe-shim_*.deb | head -n 1)
+deb=$(ls -t "$TARGET"/debian/vibe-shim_*.deb | head -n 1)
 echo "-- package: $deb"
 
 WORK=$(mktemp -d /var/tmp/vibe-deb-test.XXXXXX)
-# /etc/vibe-shim may hold a policy of the host's (purge would take it).
 SAVED_ETC=
-if [ -e /etc/vibe-shim ]; then
-    SAVED_ETC=$WORK/etc-vibe-shim
-    cp -a /etc/vibe-shim "$SAVED_ETC"
-fi
+SAVED_QS=
+# Puts back what the host had: its policy, a quick start's binary.
+restore_host() {
+    if [ -n "$SAVED_ETC" ]; then
+        rm -rf /etc/vibe-shim
+        mv "$SAVED_ETC" /etc/vibe-shim
+        SAVED_ETC=
+    fi
+    if [ -n "$SAVED_QS" ]; then
+        mv "$SAVED_QS" "$QS_BIN"
+        SAVED_QS=
+    else
+        rm -f "$QS_BIN"
+    fi
+}
 cleanup() {
     dpkg -P "$PKG" >/dev/null 2>&1 || true
-    if [ -n "$SAVED_ETC" ] && [ ! -e /etc/vibe-shim/config.toml ]; then
-        mkdir -p /etc/vibe-shim && cp -a "$SAVED_ETC"/. /etc/vibe-shim/
-    fi
+    restore_host
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -48,7 +60,7 @@ trap cleanup EXIT
 snapshot() {
     local p
     for p in /etc/docker /etc/containerd /etc/containers /usr/sbin/runc /usr/bin/runc \
-        "$BIN" /etc/vibe-shim /var/lib/vibe-shim /lib/systemd/system/vibe-shim-authz.service \
+        "$BIN" "$QS_BIN" /etc/vibe-shim /var/lib/vibe-shim /lib/systemd/system/vibe-shim-authz.service \
         /lib/systemd/system/vibe-shim-egress.service /usr/share/man/man8/vibe-shim.8.gz \
         /etc/logrotate.d/vibe-shim-egress; do
         if [ -e "$p" ] || [ -L "$p" ]; then
@@ -62,6 +74,17 @@ snapshot() {
     dpkg-divert --list '*runc*' | sort
 }
 snapshot >"$WORK/before"
+# A policy (or a quick start's binary) already on this host goes aside, so
+# the package installs as on a fresh host (an edited conffile on disk would
+# stop dpkg at its prompt); restore_host puts it back.
+if [ -e /etc/vibe-shim ]; then
+    SAVED_ETC=$WORK/etc-vibe-shim
+    mv /etc/vibe-shim "$SAVED_ETC"
+fi
+if [ -e "$QS_BIN" ]; then
+    SAVED_QS=$WORK/qs-vibe-shim
+    mv "$QS_BIN" "$SAVED_QS"
+fi
 
 dpkg -i "$deb"
 [ -x "$BIN" ] || { echo "deb.sh: $BIN missing after dpkg -i" >&2; exit 1; }
@@ -106,13 +129,42 @@ cmp "$S/config.toml" "$WORK/config.toml.orig"
 [ ! -e "$S/containers.conf.d" ] || { echo "deb.sh: podman drop-in left behind" >&2; exit 1; }
 [ ! -e "$BIN" ] || { echo "deb.sh: $BIN left after dpkg -r" >&2; exit 1; }
 dpkg -P "$PKG"
-if [ -n "$SAVED_ETC" ]; then
-    mkdir -p /etc/vibe-shim && cp -a "$SAVED_ETC"/. /etc/vibe-shim/
-fi
+echo "-- dpkg -i, install docker --authz/containerd/podman/lockdown, dpkg -r, dpkg -P: done"
 
+# ---- from the quick start to the package, and back ------------------------
+# What quickstart.sh leaves: its binary, the policy (edited since), and a
+# daemon.json entry naming that binary.
+install -m 755 "$TARGET/release/vibe-shim" "$QS_BIN"
+install -D -m 644 packaging/config.toml /etc/vibe-shim/config.toml
+echo '# edited by the admin after the quick start' >>/etc/vibe-shim/config.toml
+cp /etc/vibe-shim/config.toml "$WORK/edited.toml"
+jq -n --arg p "$QS_BIN" '{runtimes: {"vibe-shim": {path: $p, runtimeArgs: ["--config", "/etc/vibe-shim/config.toml"]}}}' \
+    >"$S/daemon.json"
+cp "$S/daemon.json" "$WORK/daemon.json.qs"
+# The move, as docs/admin/install.md gives it (non-interactive: no prompt).
+DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold "$deb" </dev/null
+cmp /etc/vibe-shim/config.toml "$WORK/edited.toml" ||
+    { echo "deb.sh: dpkg -i --force-confold did not keep the edited policy" >&2; exit 1; }
+"$BIN" install docker --daemon-json "$S/daemon.json"
+jq -e '.runtimes["vibe-shim"].path == "/usr/bin/vibe-shim"' "$S/daemon.json" >/dev/null ||
+    { echo "deb.sh: install docker did not re-point the runtime at $BIN" >&2; exit 1; }
+rm "$QS_BIN"
+"$BIN" policy check >/dev/null
+# And back: dpkg -r keeps the policy (a conffile) and puts the quick start's
+# entry back; quickstart.sh then installs its binary again.
+dpkg -r "$PKG"
+cmp /etc/vibe-shim/config.toml "$WORK/edited.toml" ||
+    { echo "deb.sh: dpkg -r did not keep the edited policy" >&2; exit 1; }
+cmp "$S/daemon.json" "$WORK/daemon.json.qs" ||
+    { echo "deb.sh: dpkg -r did not give the quick start's runtime entry back" >&2; exit 1; }
+dpkg -P "$PKG"
+rm -rf /etc/vibe-shim
+echo "-- quick start -> dpkg -i --force-confold -> dpkg -r: the edited policy and the runtime entry kept"
+
+restore_host
 snapshot >"$WORK/after"
 if ! diff -u "$WORK/before" "$WORK/after"; then
     echo "deb.sh: the host is not as found after dpkg -r / -P" >&2
     exit 1
 fi
-echo "-- dpkg -i, install docker --authz/containerd/podman/lockdown, dpkg -r, dpkg -P: host as found"
+echo "-- the host is as found"
