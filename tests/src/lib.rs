@@ -6,11 +6,13 @@
 //! - [`docker`]: the docker CLI on the private test dockerd, [`docker::Container`].
 //! - [`posture`]: the posture probe and [`posture::assert_confined`].
 //! - [`policy`]: the test policy's numbers, [`policy::TestPolicy`].
+//! - [`egress`]: the egress suites' daemon, /etc/hosts names and slot.
 //! - [`netns`]: test hosts in network namespaces for the network suite.
 //! - [`race`]: bind-source flippers for the race tests.
 
 pub mod bundle;
 pub mod docker;
+pub mod egress;
 pub mod env;
 pub mod harness;
 pub mod netns;

@@ -12,16 +12,12 @@
 //! mapped in the host's /etc/hosts by a marked block that is removed on
 //! drop, even when a test fails.
 
-use std::collections::BTreeSet;
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use vibe_shim_tests::bundle::Bundle;
 use vibe_shim_tests::docker::{self, Container, IMAGE};
-use vibe_shim_tests::env::env;
+use vibe_shim_tests::egress::{eventually, slot, Daemon, HostsBlock};
 use vibe_shim_tests::harness::Output;
 use vibe_shim_tests::netns::{must, run, Netns};
 
@@ -37,173 +33,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// This work tree's slot (0..8): keeps the addresses and names of work
-/// trees that run this suite at the same time apart.
-fn slot() -> u8 {
-    let repo = env().repo.to_string_lossy().into_owned();
-    let hash = repo.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    (hash % 8) as u8
-}
-
-/// The proxy policy's socket, resolved as the shim resolves it.
-fn socket_path() -> PathBuf {
-    let path = env().policy_path("proxy");
-    let text = std::fs::read_to_string(&path).expect("tests/policies/proxy.toml");
-    let policy = vibe_policy::Policy::from_toml_str(&text, &path).expect("proxy.toml parses");
-    path.parent()
-        .expect("policy dir")
-        .join(policy.network.egress_socket)
-}
-
-// ---------------------------------------------------------------------------
-// The daemon
-
-struct Daemon {
-    child: Option<Child>,
-    dir: tempfile::TempDir,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start() -> Daemon {
-        let dir = tempfile::Builder::new()
-            .prefix("vibe-egress-")
-            .tempdir()
-            .expect("temp dir");
-        let mut daemon = Daemon {
-            child: None,
-            dir,
-            socket: socket_path(),
-        };
-        daemon.spawn();
-        daemon
-    }
-
-    fn records(&self) -> PathBuf {
-        self.dir.path().join("records")
-    }
-
-    fn spawn(&mut self) {
-        let policy = env().policy_path("proxy");
-        let log = std::fs::File::create(self.dir.path().join("daemon.log")).expect("daemon log");
-        let child = Command::new(&env().shim_bin)
-            .arg("egress")
-            .arg("--config")
-            .arg(&policy)
-            .arg("--log")
-            .arg(self.dir.path().join("egress.jsonl"))
-            .arg("--records")
-            .arg(self.records())
-            .args(["--sweep-secs", "1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn vibe-shim egress");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("egress daemon never listened: {}", self.log());
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().expect("daemon running").id()
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn restart(&mut self) {
-        self.stop();
-        self.spawn();
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    /// Open fds of the daemon.
-    fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .expect("daemon fds")
-            .count()
-    }
-
-    /// The daemon's resident memory (VmRSS).
-    fn rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .expect("daemon status")
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .expect("VmRSS")
-    }
-
-    /// The network namespaces the daemon's threads are in.
-    fn thread_namespaces(&self) -> BTreeSet<u64> {
-        std::fs::read_dir(format!("/proc/{}/task", self.pid()))
-            .expect("daemon tasks")
-            .flatten()
-            .filter_map(|t| std::fs::metadata(t.path().join("ns/net")).ok())
-            .map(|m| m.ino())
-            .collect()
-    }
-
-    /// Record files left under the records directory.
-    fn record_files(&self) -> Vec<PathBuf> {
-        let mut found = Vec::new();
-        for dir in std::fs::read_dir(self.records())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for file in std::fs::read_dir(dir.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                found.push(file.path());
-            }
-        }
-        found
-    }
-
-    /// The number of containers the daemon serves, from `{"op":"status"}`.
-    fn served(&self) -> usize {
-        use std::io::{BufRead, Write};
-        let mut stream =
-            std::os::unix::net::UnixStream::connect(&self.socket).expect("connect to the daemon");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
-        stream.write_all(b"{\"op\":\"status\"}\n").expect("status");
-        let mut line = String::new();
-        std::io::BufReader::new(stream)
-            .read_line(&mut line)
-            .expect("reply");
-        let reply: serde_json::Value = serde_json::from_str(&line).expect("reply is JSON");
-        reply["containers"].as_u64().expect("a count") as usize
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_file(&self.socket);
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -260,77 +89,20 @@ impl Upstream {
         ns.tcp_server(PORT);
         ns.tcp_server(8081);
         ns.tcp_server(443);
-        let hosts = HostsBlock::add(&[
-            (ALLOWED, &ip),
-            (&format!("other.{ALLOWED}"), &ip),
-            (META, "169.254.169.254"),
-            (PRIVATE, "10.213.7.5"),
-        ]);
+        let hosts = HostsBlock::add(
+            "e2e_egress",
+            &[
+                (ALLOWED, &ip),
+                (&format!("other.{ALLOWED}"), &ip),
+                (META, "169.254.169.254"),
+                (PRIVATE, "10.213.7.5"),
+            ],
+        );
         Upstream {
             _ns: ns,
             ip,
             _hosts: hosts,
         }
-    }
-}
-
-/// Lines in the host's /etc/hosts between two markers of ours.
-struct HostsBlock {
-    begin: String,
-    end: String,
-}
-
-const HOSTS: &str = "/etc/hosts";
-
-impl HostsBlock {
-    fn add(names: &[(&str, &str)]) -> HostsBlock {
-        let tag = format!("vibe-shim e2e_egress {}", slot());
-        let block = HostsBlock {
-            begin: format!("# {tag} begin"),
-            end: format!("# {tag} end"),
-        };
-        block.remove();
-        let mut text = std::fs::read_to_string(HOSTS).expect("read /etc/hosts");
-        if !text.ends_with('\n') && !text.is_empty() {
-            text.push('\n');
-        }
-        text.push_str(&block.begin);
-        text.push('\n');
-        for (name, ip) in names {
-            text.push_str(&format!("{ip} {name}\n"));
-        }
-        text.push_str(&block.end);
-        text.push('\n');
-        // In place: /etc/hosts may be a bind mount, which a rename would break.
-        std::fs::write(HOSTS, text).expect("write /etc/hosts");
-        block
-    }
-
-    fn remove(&self) {
-        let Ok(text) = std::fs::read_to_string(HOSTS) else {
-            return;
-        };
-        let mut inside = false;
-        let mut kept = String::new();
-        for line in text.lines() {
-            if line == self.begin {
-                inside = true;
-            } else if line == self.end {
-                inside = false;
-            } else if !inside {
-                kept.push_str(line);
-                kept.push('\n');
-            }
-        }
-        if kept != text {
-            let _ = std::fs::write(HOSTS, kept);
-        }
-    }
-}
-
-impl Drop for HostsBlock {
-    fn drop(&mut self) {
-        self.remove();
     }
 }
 
@@ -361,20 +133,6 @@ fn exec(c: &Container, script: &str) -> Output {
     docker::docker(&["exec", &c.name, "sh", "-c", script])
 }
 
-/// Polls `check` for up to `secs` seconds.
-fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Docker
 
@@ -382,7 +140,7 @@ fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn listener_env_and_no_route() {
     let _serial = serial();
-    let daemon = Daemon::start();
+    let daemon = Daemon::start("proxy");
     let upstream = Upstream::new();
     let c = Container::new("egress");
     start_detached(
@@ -467,7 +225,7 @@ fn connect_to_an_allowed_name_reaches_the_test_host() {
     // The whole way: container, its 127.0.0.1:3128 listener, the egress
     // daemon's proxy, the upstream test host.
     let _serial = serial();
-    let daemon = Daemon::start();
+    let daemon = Daemon::start("proxy");
     let _upstream = Upstream::new();
     let c = Container::new("egress-connect");
     start_detached(&c, &[]);
@@ -489,7 +247,7 @@ fn connect_to_an_allowed_name_reaches_the_test_host() {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn daemon_down_refuses_create_and_a_restart_restores_the_proxy() {
     let _serial = serial();
-    let mut daemon = Daemon::start();
+    let mut daemon = Daemon::start("proxy");
     let c = Container::new("egress-restart");
     start_detached(&c, &[]);
     assert!(connected(&exec(&c, PROXY_CONNECT)), "{}", daemon.log());
@@ -604,7 +362,7 @@ fn refusal_cases() -> Vec<(&'static str, Vec<u8>, String)> {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn refusals_are_403s_that_name_the_host_and_are_logged() {
     let _serial = serial();
-    let daemon = Daemon::start();
+    let daemon = Daemon::start("proxy");
     let _upstream = Upstream::new();
     let c = Container::new("egress-refused");
     start_detached(&c, &[]);
@@ -617,8 +375,7 @@ fn refusals_are_403s_that_name_the_host_and_are_logged() {
         script.push_str(&via_proxy(label, bytes));
     }
     let out = exec(&c, &script);
-    let log =
-        || std::fs::read_to_string(daemon.dir.path().join("egress.jsonl")).unwrap_or_default();
+    let log = || std::fs::read_to_string(daemon.egress_log()).unwrap_or_default();
     assert!(
         answer(&out, "good").contains(&"ok"),
         "control: SNI = CONNECT host must pass: {out}\n{}",
@@ -661,7 +418,7 @@ fn refusals_are_403s_that_name_the_host_and_are_logged() {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn report_mode_allows_and_logs_would_deny() {
     let _serial = serial();
-    let daemon = Daemon::start();
+    let daemon = Daemon::start("proxy");
     let _upstream = Upstream::new();
     let c = Container::new("egress-report");
     start_detached_under(&c, "proxy-report", &[]);
@@ -672,7 +429,7 @@ fn report_mode_allows_and_logs_would_deny() {
         "report mode refused a name: {out}\n{}",
         daemon.log()
     );
-    let text = std::fs::read_to_string(daemon.dir.path().join("egress.jsonl")).unwrap_or_default();
+    let text = std::fs::read_to_string(daemon.egress_log()).unwrap_or_default();
     assert!(
         text.lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -687,7 +444,7 @@ fn report_mode_allows_and_logs_would_deny() {
 fn raw_policy(daemon: &Daemon) -> String {
     format!(
         "[network]\nmode = \"proxy\"\nhosts = [\"{ALLOWED}:{PORT}\"]\negress_socket = \"{}\"\n",
-        daemon.socket.display()
+        daemon.socket().display()
     )
 }
 
@@ -695,7 +452,7 @@ fn raw_policy(daemon: &Daemon) -> String {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn start_is_refused_when_the_daemon_lost_the_container() {
     let _serial = serial();
-    let mut daemon = Daemon::start();
+    let mut daemon = Daemon::start("proxy");
     let bundle = Bundle::busybox("egress-start", &["sleep", "300"], &raw_policy(&daemon));
     let out = bundle.create();
     assert!(
@@ -722,7 +479,7 @@ fn start_is_refused_when_the_daemon_lost_the_container() {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn two_hundred_containers_leave_no_listener_fd_namespace_or_record() {
     let _serial = serial();
-    let daemon = Daemon::start();
+    let daemon = Daemon::start("proxy");
     let policy = raw_policy(&daemon);
     let own_ns = daemon.thread_namespaces();
     let fds_before = daemon.fds();
@@ -794,7 +551,7 @@ fn listeners_in(pid: &str) -> String {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn containers_sharing_a_namespace_share_its_listener() {
     let _serial = serial();
-    let daemon = Daemon::start();
+    let daemon = Daemon::start("proxy");
     let policy = raw_policy(&daemon);
     let first = Bundle::busybox("egress-pod", &["sleep", "300"], &policy);
     assert!(first.create().status.success(), "{}", daemon.log());
