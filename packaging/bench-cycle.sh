@@ -86,8 +86,13 @@ jq '.hooks |= with_entries(.value |= map(select((.args // []) | index("vibe-shim
     | .root.path = "rootfs"' \
     "$WORK/bundle-shim/config.json" >"$WORK/compliant.json"
 cp "$WORK/compliant.json" "$WORK/pristine.json"
+# The tmpfs-modes hook names the rootfs by its absolute path: each bundle's own.
+for b in runc floor; do
+    sed "s#$WORK/bundle-shim/rootfs#$WORK/bundle-$b/rootfs#g" "$WORK/compliant.json" >"$WORK/pristine-$b.json"
+done
 jq '.hooks.createRuntime += [{"path": "/bin/true", "args": ["true"]}]' \
-    "$WORK/compliant.json" >"$WORK/pristine-floor.json"
+    "$WORK/pristine-floor.json" >"$WORK/pristine-floor.tmp"
+mv "$WORK/pristine-floor.tmp" "$WORK/pristine-floor.json"
 printf '#!/bin/sh\nexec "%s" "$@"\n' "$RUNC" >"$WORK/floor-wrapper"
 chmod 755 "$WORK/floor-wrapper"
 
@@ -98,7 +103,10 @@ cycle() {
     local -a cmd
     local pristine=$WORK/pristine.json
     case $kind in
-    runc) cmd=("$RUNC" --root "$ROOT") ;;
+    runc)
+        cmd=("$RUNC" --root "$ROOT")
+        pristine=$WORK/pristine-runc.json
+        ;;
     shim) cmd=("$SHIM" --config "$POLICY" --root "$ROOT") ;;
     floor)
         cmd=("$WORK/floor-wrapper" --root "$ROOT")

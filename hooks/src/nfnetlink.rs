@@ -275,6 +275,26 @@ impl NetfilterSocket {
         })
     }
 
+    /// Closes the socket in a child process that does nothing else: when a
+    /// netfilter socket is released while nf_tables still holds objects a
+    /// transaction deleted (flushing a table's rules, deleting a table), the
+    /// kernel waits for an RCU grace period (about 10 ms) before the close
+    /// returns. The transaction was committed and acknowledged before this
+    /// is called, so nothing depends on that wait but the child. Without a
+    /// child (fork failed) the close happens here, slower but the same.
+    pub fn release_detached(self) {
+        // SAFETY: the child makes two raw system calls and exits; it touches
+        // no lock, allocator or Rust state another thread could have held.
+        match unsafe { nix::libc::fork() } {
+            0 => unsafe {
+                nix::libc::syscall(nix::libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+                nix::libc::_exit(0)
+            },
+            // The parent's copy is not the last reference: its close is cheap.
+            _ => drop(self),
+        }
+    }
+
     /// Sends the writer's messages in one datagram: nf_tables needs a batch
     /// in a single write.
     pub fn send(&self, messages: &MessageWriter) -> Result<(), NetlinkError> {

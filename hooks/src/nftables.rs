@@ -148,7 +148,11 @@ fn send_batch(batch: &MessageWriter) -> Result<(), NetlinkError> {
             Ok(pending.is_empty())
         }
         _ => Ok(false),
-    })
+    })?;
+    // Every batch here may delete (a table's rules, a table): the release
+    // must not hold up the verb that committed it.
+    socket.release_detached();
+    Ok(())
 }
 
 fn refused(described: &[(u32, String)], seq: u32, errno: i32) -> NetlinkError {
