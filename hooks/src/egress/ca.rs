@@ -246,8 +246,8 @@ mod tests {
             Ca::generate(&["10.0.0.1".into()]),
             Err(CaError::BadHost(_))
         ));
-        let ca = Ca::generate(&["b.example".into(), "A.example".into(), "b.example".into()])
-            .unwrap();
+        let ca =
+            Ca::generate(&["b.example".into(), "A.example".into(), "b.example".into()]).unwrap();
         assert_eq!(ca.hosts(), ["a.example", "b.example"]);
         assert!(ca.cert_pem().starts_with("-----BEGIN CERTIFICATE-----"));
         let stored = ca.stored();

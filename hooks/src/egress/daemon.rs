@@ -18,9 +18,9 @@ use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_policy::lang::container_id;
 use vibe_policy::rules::proxy_env::PROXY_PORT;
 
+use super::ca::{Ca, CaError};
 use super::control::{self, Reply, Request};
 use super::netns;
-use super::ca::{Ca, CaError};
 use super::proxy::{Container, Credentials, Proxy, ProxyError, ProxySettings};
 use super::records::{self, Record};
 

@@ -49,8 +49,8 @@ use vibe_policy::network::DenySet;
 
 pub use net::{Dial, Resolve, SystemDialer, SystemResolver};
 pub use relay::Transfer;
-pub use terminate::{read_secret, Credentials};
 use relay::{Counts, UpLimit};
+pub use terminate::{read_secret, Credentials};
 
 /// Where connection lines go unless the daemon says otherwise.
 pub const DEFAULT_LOG_PATH: &str = "/var/log/vibe-shim/egress.jsonl";
@@ -393,7 +393,8 @@ impl Conn {
             }
         };
         let pending = buf[req.head_len..].to_vec();
-        let outcome = self.handle(req, &buf[..req.head_len], pending).await;
+        let head_len = req.head_len;
+        let outcome = self.handle(req, &buf[..head_len], pending).await;
         self.log(&outcome);
     }
 
@@ -443,7 +444,9 @@ impl Conn {
                 if connect { "CONNECT" } else { "plain HTTP" },
                 authority(&host, port)
             );
-            let mut o = self.refuse(Decision::deny(&host, port, why), "misuse", None).await;
+            let mut o = self
+                .refuse(Decision::deny(&host, port, why), "misuse", None)
+                .await;
             o.credential = Some(name);
             return o;
         }
@@ -533,7 +536,9 @@ impl Conn {
         let mut outcome = Outcome::new(decision, kind);
         outcome.address = Some(address);
         if let Some((creds, name)) = terminated {
-            return self.terminate(creds, name, upstream, pending, outcome).await;
+            return self
+                .terminate(creds, name, upstream, pending, outcome)
+                .await;
         }
         let limit = if connect {
             if port != 443 && self.client.write_all(OK_200).await.is_err() {

@@ -46,7 +46,9 @@ impl Credentials {
 
     /// Whether a CONNECT to `host` is terminated.
     pub fn binds(&self, host: &str) -> bool {
-        self.bindings.iter().any(|b| b.hosts.iter().any(|h| h == host))
+        self.bindings
+            .iter()
+            .any(|b| b.hosts.iter().any(|h| h == host))
     }
 
     /// The upstream side's TLS: the host's system roots plus
@@ -60,9 +62,8 @@ impl Credentials {
         let mut roots = RootCertStore::empty();
         roots.add_parsable_certificates(system_roots().iter().cloned());
         if let Some(path) = upstream_ca {
-            let why = |e: &dyn std::fmt::Display| {
-                format!("network.upstream_ca {}: {e}", path.display())
-            };
+            let why =
+                |e: &dyn std::fmt::Display| format!("network.upstream_ca {}: {e}", path.display());
             let certs = CertificateDer::pem_file_iter(path)
                 .map_err(|e| why(&e))?
                 .collect::<Result<Vec<_>, _>>()
@@ -142,7 +143,13 @@ pub fn read_secret(path: &Path) -> Result<String, String> {
 /// hop-by-hop ones, and those `Connection` names, dropped; the swaps
 /// renumbered past them).
 fn closing(plan: Plan) -> Plan {
-    const HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer"];
+    const HOP: &[&str] = &[
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+    ];
     const KEEP: &[&str] = &["host", "content-length", "transfer-encoding"];
     let named: Vec<String> = plan
         .headers
@@ -304,7 +311,10 @@ impl Conn {
                 return outcome;
             }
             Err(_) => {
-                deny(&mut outcome, "credential host: TLS handshake timeout".into());
+                deny(
+                    &mut outcome,
+                    "credential host: TLS handshake timeout".into(),
+                );
                 return outcome;
             }
         };
@@ -336,8 +346,13 @@ impl Conn {
             Head::Closed => return outcome,
             Head::Failed(e) => {
                 if e == "request header timeout" {
-                    answer(&mut tls, 408, "Request Timeout", &format!("vibe-shim egress: {e}"))
-                        .await;
+                    answer(
+                        &mut tls,
+                        408,
+                        "Request Timeout",
+                        &format!("vibe-shim egress: {e}"),
+                    )
+                    .await;
                 }
                 deny(&mut outcome, format!("credential host: {e}"));
                 return outcome;
