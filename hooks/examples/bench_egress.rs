@@ -187,6 +187,7 @@ fn container() -> Arc<Container> {
             hosts: vec!["bench.example:9000".into(), "bench.example:9001".into()],
             ..NetworkSection::default()
         },
+        credentials: None,
     })
 }
 
@@ -435,6 +436,7 @@ fn main() {
             let c = Arc::new(Container {
                 id: format!("idle-{i}"),
                 network: container().network.clone(),
+                credentials: None,
             });
             tasks.push(tokio::spawn(p.clone().serve(l, c)));
         }

@@ -158,6 +158,7 @@ async fn lab(hosts: &[&str], enforce: bool, tweak: impl FnOnce(&mut ProxySetting
             enforce,
             ..NetworkSection::default()
         },
+        credentials: None,
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy_addr = listener.local_addr().unwrap();
@@ -185,6 +186,7 @@ impl Lab {
             Arc::new(Container {
                 id: self.container.id.clone(),
                 network: self.container.network.clone(),
+                credentials: None,
             })
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -675,6 +677,7 @@ async fn an_ipv6_listener_and_an_ipv6_upstream() {
             hosts: vec!["v6.example".into()],
             ..NetworkSection::default()
         },
+        credentials: None,
     });
     tokio::spawn(proxy.serve(listener, container));
     let mut s = TcpStream::connect(addr).await.unwrap();

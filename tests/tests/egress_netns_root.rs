@@ -42,6 +42,7 @@ fn container(hosts: &[&str]) -> Arc<Container> {
             hosts: hosts.iter().map(|s| s.to_string()).collect(),
             ..NetworkSection::default()
         },
+        credentials: None,
     })
 }
 

@@ -18,9 +18,10 @@ use vibe_policy::config::{NetworkMode, NetworkSection};
 use vibe_policy::lang::container_id;
 use vibe_policy::rules::proxy_env::PROXY_PORT;
 
+use super::ca::{Ca, CaError};
 use super::control::{self, Reply, Request};
 use super::netns;
-use super::proxy::{Container, Proxy, ProxyError, ProxySettings};
+use super::proxy::{Container, Credentials, Proxy, ProxyError, ProxySettings};
 use super::records::{self, Record};
 
 pub use super::proxy::DEFAULT_LOG_PATH;
@@ -83,6 +84,12 @@ enum RegisterError {
     Record(#[source] records::RecordError),
     #[error("its network namespace is already served under another [network] policy")]
     SharedNamespace,
+    #[error("its network namespace is shared with another container; credentials need a namespace of their own")]
+    SharedCredentials,
+    #[error("cannot make the container's credential CA: {0}")]
+    Ca(#[source] CaError),
+    #[error("the record has credentials but no CA")]
+    NoCa,
     #[error("cannot hand {addr} to the runtime: {source}")]
     ToRuntime {
         addr: String,
@@ -185,11 +192,21 @@ struct Listening {
     /// so no other namespace can reuse the inode meanwhile.
     ns: (u64, u64),
     network: NetworkSection,
+    /// The container's credentials and CA (never shared: see `serve`).
+    credentials: Option<Arc<Credentials>>,
     addrs: Vec<String>,
     /// Set on drop: the serve tasks close the listeners at once, end every
     /// connection with its log line, and are gone within CLOSE_GRACE, so
     /// the namespace is no longer pinned.
     close: tokio::sync::watch::Sender<bool>,
+}
+
+impl Listening {
+    fn ca_pem(&self) -> Option<String> {
+        self.credentials
+            .as_ref()
+            .map(|c| c.ca.cert_pem().to_string())
+    }
 }
 
 impl Drop for Listening {
@@ -417,7 +434,7 @@ impl Daemon {
                 network,
                 pid,
                 start_time,
-                credentials: _,
+                credentials,
             } => {
                 if fds.len() != 1 {
                     return Reply::refused(format!(
@@ -432,10 +449,13 @@ impl Daemon {
                     pid,
                     start_time,
                     network,
+                    credentials,
+                    ca: None,
                 };
                 match self.register(record, netns) {
-                    Ok(listeners) => Reply {
+                    Ok((listeners, ca_pem)) => Reply {
                         listeners,
+                        ca_pem,
                         ..Reply::ok()
                     },
                     Err(e) => Reply::refused(e.to_string()),
@@ -463,8 +483,13 @@ impl Daemon {
     }
 
     /// Checks a registration, binds the listeners in `netns`, writes the
-    /// record, and serves. Returns the listening addresses or why not.
-    fn register(&self, record: Record, netns: File) -> Result<Vec<String>, RegisterError> {
+    /// record, and serves. Returns the listening addresses and the PEM of
+    /// the container's CA (with credentials), or why not.
+    fn register(
+        &self,
+        mut record: Record,
+        netns: File,
+    ) -> Result<(Vec<String>, Option<String>), RegisterError> {
         if !container_id::is_valid(&record.id) {
             return Err(RegisterError::BadId(record.id));
         }
@@ -495,29 +520,46 @@ impl Daemon {
         let key = (record.runc_root.clone(), record.id.clone());
         if let Some(served) = self.served().get(&key) {
             if (served.pid, served.start_time) == (record.pid, record.start_time) {
-                return Ok(served.listening.addrs.clone());
+                let ca_pem = served.listening.ca_pem();
+                return Ok((served.listening.addrs.clone(), ca_pem));
             }
+        }
+        // A CA of its own, made before anything is served or written.
+        if !record.credentials.is_empty() {
+            let hosts: Vec<String> = record
+                .credentials
+                .iter()
+                .flat_map(|b| b.hosts.iter().cloned())
+                .collect();
+            record.ca = Some(Ca::generate(&hosts).map_err(RegisterError::Ca)?.stored());
         }
         // Same key, another process: the old container is gone.
         self.unregister(&key, "replaced");
         // A new container often comes with a new engine network.
         self.refresh_deny_nets();
         records::write(&self.records, &record).map_err(RegisterError::Record)?;
-        self.serve(record, netns).inspect_err(|_| {
-            records::remove(&self.records, &key.0, &key.1);
-        })
+        self.serve(record, netns)
+            .map(|listening| (listening.addrs.clone(), listening.ca_pem()))
+            .inspect_err(|_| {
+                records::remove(&self.records, &key.0, &key.1);
+            })
     }
 
     /// Serves a checked record: the listeners already in its namespace, or
     /// new ones bound there.
-    fn serve(&self, record: Record, netns: File) -> Result<Vec<String>, RegisterError> {
+    fn serve(&self, record: Record, netns: File) -> Result<Arc<Listening>, RegisterError> {
         let ns = netns::ns_id(&netns)?;
         let shared = self
             .served()
             .values()
             .find(|s| s.listening.ns == ns)
             .map(|s| s.listening.clone());
+        // Placeholders and CA are per container: a listener serving two
+        // containers could not tell whose request it judges.
         let listening = match shared {
+            Some(l) if l.credentials.is_some() || !record.credentials.is_empty() => {
+                return Err(RegisterError::SharedCredentials)
+            }
             Some(listening) if listening.network == record.network => listening,
             Some(_) => return Err(RegisterError::SharedNamespace),
             None => Arc::new(self.listen(&record, netns, ns)?),
@@ -533,10 +575,10 @@ impl Daemon {
         let served = Served {
             pid: record.pid,
             start_time: record.start_time,
-            listening,
+            listening: listening.clone(),
         };
         self.served().insert((record.runc_root, record.id), served);
-        Ok(addrs)
+        Ok(listening)
     }
 
     /// Binds the listeners in `netns` and spawns the proxy on them.
@@ -550,15 +592,25 @@ impl Daemon {
         for note in &bound.notes {
             log(format_args!("{}: {note}", record.id));
         }
+        let credentials = match (&record.ca, record.credentials.is_empty()) {
+            (_, true) => None,
+            (None, false) => return Err(RegisterError::NoCa),
+            (Some(stored), false) => {
+                let ca = Ca::restore(stored).map_err(RegisterError::Ca)?;
+                Some(Arc::new(Credentials::new(record.credentials.clone(), ca)))
+            }
+        };
         let container = Arc::new(Container {
             id: record.id.clone(),
             network: record.network.clone(),
+            credentials: credentials.clone(),
         });
         let _entered = self.handle.enter();
         let (close, closing) = tokio::sync::watch::channel(false);
         let mut listening = Listening {
             ns,
             network: record.network.clone(),
+            credentials,
             addrs: Vec::new(),
             close,
         };

@@ -15,11 +15,18 @@
 //! Report mode (`enforce = false`) lets name, port and SNI refusals through
 //! as "would-deny"; the address deny set protects the host and is enforced
 //! in both modes.
+//!
+//! A container with credentials: a CONNECT to 443 of a credential host is
+//! terminated after those checks ([`terminate`]); any other request whose
+//! head carries one of its placeholders is refused as a misuse (in both
+//! modes: the placeholder is worth nothing there, the refusal is the log
+//! line).
 
 pub mod log;
 pub mod net;
 mod relay;
 mod splice;
+mod terminate;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -34,6 +41,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use vibe_policy::config::NetworkSection;
 use vibe_policy::egress::decision::authority;
+use vibe_policy::egress::inject;
 use vibe_policy::egress::request::{self, Request, RequestError, Target};
 use vibe_policy::egress::sni::{client_hello_sni, SniError};
 use vibe_policy::egress::{Decision, Host, HostList, Verdict};
@@ -42,6 +50,7 @@ use vibe_policy::network::DenySet;
 pub use net::{Dial, Resolve, SystemDialer, SystemResolver};
 pub use relay::Transfer;
 use relay::{Counts, UpLimit};
+pub use terminate::{read_secret, Credentials};
 
 /// Where connection lines go unless the daemon says otherwise.
 pub const DEFAULT_LOG_PATH: &str = "/var/log/vibe-shim/egress.jsonl";
@@ -98,12 +107,13 @@ impl Default for ProxySettings {
     }
 }
 
-/// One registered container: its id and the `[network]` section of the
-/// policy it was created under.
+/// One registered container: its id, the `[network]` section of the
+/// policy it was created under, and its credentials (with their CA), if any.
 #[derive(Debug, Clone)]
 pub struct Container {
     pub id: String,
     pub network: NetworkSection,
+    pub credentials: Option<Arc<Credentials>>,
 }
 
 /// The state shared by every listener.
@@ -286,6 +296,7 @@ impl Proxy {
             bytes_up: 0,
             bytes_down: 0,
             suppressed,
+            credential: None,
         });
     }
 }
@@ -329,6 +340,8 @@ struct Outcome {
     address: Option<SocketAddr>,
     error: Option<String>,
     counts: Counts,
+    /// The credential(s) injected, or whose placeholder was misused.
+    credential: Option<String>,
 }
 
 impl Outcome {
@@ -339,6 +352,7 @@ impl Outcome {
             address: None,
             error: None,
             counts: Counts::default(),
+            credential: None,
         }
     }
 }
@@ -379,7 +393,8 @@ impl Conn {
             }
         };
         let pending = buf[req.head_len..].to_vec();
-        let outcome = self.handle(req, pending).await;
+        let head_len = req.head_len;
+        let outcome = self.handle(req, &buf[..head_len], pending).await;
         self.log(&outcome);
     }
 
@@ -410,12 +425,31 @@ impl Conn {
         self.log(&Outcome::new(d, ""));
     }
 
-    async fn handle(&mut self, req: Request, pending: Vec<u8>) -> Outcome {
+    async fn handle(&mut self, req: Request, head: &[u8], pending: Vec<u8>) -> Outcome {
         let enforce = self.container.network.enforce;
         let host = req.host.text();
         let port = req.port;
         let connect = req.target == Target::Connect;
         let kind = if connect { "connect" } else { "http" };
+        let creds = self.container.credentials.clone();
+        // A placeholder in a head the proxy reads itself: never terminated,
+        // so never where a placeholder belongs.
+        let misused = creds
+            .as_ref()
+            .and_then(|c| inject::find_placeholder(head, &c.bindings))
+            .map(|b| b.name.clone());
+        if let Some(name) = misused {
+            let why = format!(
+                "misuse of credential {name}'s placeholder: in a {} request to {}, which is not where it is injected",
+                if connect { "CONNECT" } else { "plain HTTP" },
+                authority(&host, port)
+            );
+            let mut o = self
+                .refuse(Decision::deny(&host, port, why), "misuse", None)
+                .await;
+            o.credential = Some(name);
+            return o;
+        }
         let judged = match self.hosts.as_ref() {
             Err(e) => Err(format!("invalid [network] hosts: {e}")),
             Ok(list) => list.judge(&req.host, port),
@@ -449,6 +483,7 @@ impl Conn {
             }
         }
         let mut pending = pending;
+        let mut terminated = None;
         if connect && port == 443 {
             if self.client.write_all(OK_200).await.is_err() {
                 return Outcome::new(decision, kind);
@@ -466,8 +501,15 @@ impl Conn {
                         )),
                         Some(_) => None,
                     };
-                    if let Some(why) = why {
-                        decision = escalate(decision, enforce, why);
+                    match why {
+                        Some(why) => decision = escalate(decision, enforce, why),
+                        // Only a name the ClientHello agrees with is
+                        // terminated, so the leaf names what was asked.
+                        None => {
+                            terminated = creds
+                                .filter(|c| name.is_some_and(|n| c.binds(n)))
+                                .zip(name.map(str::to_string))
+                        }
                     }
                 }
                 Err(e) => decision = escalate(decision, enforce, format!("port 443: {e}")),
@@ -493,6 +535,11 @@ impl Conn {
         };
         let mut outcome = Outcome::new(decision, kind);
         outcome.address = Some(address);
+        if let Some((creds, name)) = terminated {
+            return self
+                .terminate(creds, name, upstream, pending, outcome)
+                .await;
+        }
         let limit = if connect {
             if port != 443 && self.client.write_all(OK_200).await.is_err() {
                 return outcome;
@@ -658,6 +705,7 @@ impl Conn {
             bytes_up: o.counts.up.load(Ordering::Relaxed),
             bytes_down: o.counts.down.load(Ordering::Relaxed),
             suppressed,
+            credential: o.credential.as_deref(),
         });
     }
 }

@@ -3,8 +3,12 @@
 //!
 //! ```text
 //! /run/vibe-shim/egress/<runc root, escaped>/<container id>.json
-//!     {"id", "runc_root", "pid", "start_time", "network"}
+//!     {"id", "runc_root", "pid", "start_time", "network",
+//!      "credentials", "ca"}          (the last two: a container with credentials)
 //! ```
+//!
+//! A container's CA key lives only here (0600 files in 0700 directories of
+//! root's) and in the daemon's memory, and goes with its record.
 //!
 //! The pid alone could name another process by then: a record counts only
 //! while `/proc/<pid>/stat` still shows the recorded start time.
@@ -15,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use vibe_policy::config::NetworkSection;
+use vibe_policy::egress::credential::Binding;
 use vibe_policy::lang::container_id;
 
 /// Where the daemon keeps its records unless told otherwise.
@@ -45,6 +50,11 @@ pub struct Record {
     /// Field 22 of `/proc/<pid>/stat` at registration.
     pub start_time: u64,
     pub network: NetworkSection,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<Binding>,
+    /// The CA its credential hosts are terminated with (key included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<super::ca::StoredCa>,
 }
 
 /// One path component naming a runc root: every byte outside
@@ -156,6 +166,8 @@ mod tests {
             pid: std::process::id() as i32,
             start_time: process_start(i64::from(std::process::id())).unwrap(),
             network: NetworkSection::default(),
+            credentials: Vec::new(),
+            ca: None,
         }
     }
 

@@ -17,7 +17,9 @@ pub struct Line<'a> {
     pub time: String,
     pub container: &'a str,
     pub decision: Verdict,
-    /// "connect" or "http" (and "" when the request never parsed).
+    /// "connect", "http", "inject" (a terminated credential host), "misuse"
+    /// (a placeholder where it does not belong), and "" when the request
+    /// never parsed.
     pub kind: &'a str,
     pub host: &'a str,
     pub port: u16,
@@ -31,6 +33,10 @@ pub struct Line<'a> {
     /// [`Budget`] (their connections were handled as usual).
     #[serde(skip_serializing_if = "is_zero")]
     pub suppressed: u64,
+    /// The credential a terminated request was injected with (or whose
+    /// placeholder was misused): its name, never its value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential: Option<&'a str>,
 }
 
 fn is_zero(n: &u64) -> bool {

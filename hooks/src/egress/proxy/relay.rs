@@ -6,7 +6,8 @@
 //! its bytes never enter user space ([`Transfer::Splice`]). A bounded request
 //! body, and any connection told [`Transfer::Buffer`] (what credential injection
 //! will need), goes through a buffer. Without a pipe (out of fds) the
-//! buffer serves too.
+//! buffer serves too. A terminated connection's TLS streams go through
+//! [`relay_io`], buffered.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -132,6 +133,59 @@ pub async fn relay(
             None => pump(&mut ur, &mut cw, &counts.down, &activity).await,
         }
     };
+    let watch = async {
+        loop {
+            let last = Duration::from_millis(activity.last_ms.load(Ordering::Relaxed));
+            let quiet = activity.start.elapsed().saturating_sub(last);
+            if quiet >= idle {
+                return;
+            }
+            tokio::time::sleep(idle - quiet).await;
+        }
+    };
+    tokio::select! {
+        r = async { tokio::try_join!(up, down) } => r.map(|_| ()),
+        _ = watch => Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout")),
+    }
+}
+
+/// [`relay`] over any streams (a terminated connection's TLS halves):
+/// `pending`, then the client's stream under `limit`, up; the upstream's
+/// until it closes, down (then the client's write side is shut: TLS's
+/// close_notify). Through a buffer: these bytes are decrypted.
+#[allow(clippy::too_many_arguments)]
+pub async fn relay_io<CR, CW, UR, UW>(
+    mut cr: CR,
+    mut cw: CW,
+    mut ur: UR,
+    mut uw: UW,
+    pending: &[u8],
+    mut limit: UpLimit,
+    idle: Duration,
+    counts: &Counts,
+) -> io::Result<()>
+where
+    CR: AsyncRead + Unpin,
+    CW: AsyncWrite + Unpin,
+    UR: AsyncRead + Unpin,
+    UW: AsyncWrite + Unpin,
+{
+    let activity = Activity {
+        start: Instant::now(),
+        last_ms: AtomicU64::new(0),
+    };
+    let (n, done) = limit.take(pending)?;
+    if n > 0 {
+        uw.write_all(&pending[..n]).await?;
+        counts.up.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    let up = async {
+        if !(done || limit.done()) {
+            pump_up(&mut cr, &mut uw, &mut limit, &counts.up, &activity).await?;
+        }
+        uw.flush().await
+    };
+    let down = pump(&mut ur, &mut cw, &counts.down, &activity);
     let watch = async {
         loop {
             let last = Duration::from_millis(activity.last_ms.load(Ordering::Relaxed));

@@ -1,0 +1,522 @@
+//! A CONNECT to a credential host, terminated: the client's TLS ends here
+//! with a leaf of the container's own CA, the one request on it is judged
+//! ([`inject::judge`]), its placeholder swapped for the secret read now
+//! from its file, and it goes on over TLS (verified) on the TCP connection
+//! already dialled to the vetted address, with `Connection: close`: one
+//! request per terminated connection, so every request that reaches the
+//! server was judged; a second one the client pipelines is never read.
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+
+use rustls::{ClientConfig, RootCertStore};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use vibe_policy::egress::credential::Binding;
+use vibe_policy::egress::inject::{self, Plan, Refusal, Swap};
+use vibe_policy::egress::Decision;
+
+use super::relay::{self, UpLimit};
+use super::{closed, Conn, Outcome};
+use crate::egress::ca::{self, Ca};
+
+/// What a container with credentials brings to its listeners.
+#[derive(Debug)]
+pub struct Credentials {
+    pub bindings: Vec<Binding>,
+    pub ca: Ca,
+    /// Built at the first terminated connection (the system roots and
+    /// `network.upstream_ca`), then kept.
+    upstream: Mutex<Option<Arc<ClientConfig>>>,
+}
+
+impl Credentials {
+    pub fn new(bindings: Vec<Binding>, ca: Ca) -> Credentials {
+        Credentials {
+            bindings,
+            ca,
+            upstream: Mutex::new(None),
+        }
+    }
+
+    /// Whether a CONNECT to `host` is terminated.
+    pub fn binds(&self, host: &str) -> bool {
+        self.bindings
+            .iter()
+            .any(|b| b.hosts.iter().any(|h| h == host))
+    }
+
+    /// The upstream side's TLS: the host's system roots plus
+    /// `upstream_ca`; an unreadable `upstream_ca` fails this connection
+    /// (and the next one tries again).
+    fn client_config(&self, upstream_ca: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
+        let mut cached = self.upstream.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = cached.as_ref() {
+            return Ok(c.clone());
+        }
+        let mut roots = RootCertStore::empty();
+        roots.add_parsable_certificates(system_roots().iter().cloned());
+        if let Some(path) = upstream_ca {
+            let why =
+                |e: &dyn std::fmt::Display| format!("network.upstream_ca {}: {e}", path.display());
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| why(&e))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| why(&e))?;
+            let (added, _) = roots.add_parsable_certificates(certs);
+            if added == 0 {
+                return Err(why(&"holds no usable certificate"));
+            }
+        }
+        if roots.is_empty() {
+            return Err("no root to verify upstreams with (the system trust store is empty and network.upstream_ca is unset)".into());
+        }
+        let mut config = ClientConfig::builder_with_provider(ca::provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![ca::ALPN_HTTP11.to_vec()];
+        let config = Arc::new(config);
+        *cached = Some(config.clone());
+        Ok(config)
+    }
+}
+
+/// The host's trust store, read once per daemon.
+fn system_roots() -> &'static [CertificateDer<'static>] {
+    static ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
+    ROOTS.get_or_init(|| rustls_native_certs::load_native_certs().certs)
+}
+
+/// Longest secret file read.
+const MAX_SECRET: u64 = 64 * 1024;
+
+/// The secret in `path`, read now (a rotated file is used by the next
+/// request): a regular file, root's, no group or other bits, opened
+/// without following a symlink and checked on the opened fd.
+pub fn read_secret(path: &Path) -> Result<String, String> {
+    use nix::fcntl::OFlag;
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let at = path.display();
+    let flags = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+        .map_err(|e| format!("cannot open its secret {at}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot stat its secret {at}: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(format!("its secret {at} is not a regular file"));
+    }
+    if meta.uid() != 0 {
+        return Err(format!(
+            "its secret {at} is owned by uid {}, not root",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "its secret {at} has mode {:04o}; it must be 0600 (no group or other access)",
+            meta.mode() & 0o7777
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SECRET + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read its secret {at}: {e}"))?;
+    if bytes.len() as u64 > MAX_SECRET {
+        return Err(format!("its secret {at} is larger than {MAX_SECRET} bytes"));
+    }
+    inject::secret_from_file(&bytes).map_err(|e| format!("its secret {at}: {e}"))
+}
+
+/// The plan with `Connection: close` as its only connection header (the
+/// hop-by-hop ones, and those `Connection` names, dropped; the swaps
+/// renumbered past them).
+fn closing(plan: Plan) -> Plan {
+    const HOP: &[&str] = &[
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+    ];
+    const KEEP: &[&str] = &["host", "content-length", "transfer-encoding"];
+    let named: Vec<String> = plan
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+        .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
+        .collect();
+    let mut headers = Vec::new();
+    let mut index = Vec::new();
+    for (name, value) in plan.headers {
+        let lower = name.to_ascii_lowercase();
+        let keep = KEEP.contains(&lower.as_str());
+        if !keep && (HOP.contains(&lower.as_str()) || named.contains(&lower)) {
+            index.push(None);
+            continue;
+        }
+        index.push(Some(headers.len()));
+        headers.push((name, value));
+    }
+    headers.push(("Connection".to_string(), "close".to_string()));
+    let swaps = plan
+        .swaps
+        .iter()
+        .filter_map(|s| {
+            index[s.header].map(|header| Swap {
+                binding: s.binding,
+                header,
+            })
+        })
+        .collect();
+    Plan {
+        headers,
+        swaps,
+        ..plan
+    }
+}
+
+/// The client's stream with the bytes already read from it (its
+/// ClientHello) in front.
+struct Prefixed<'a> {
+    prefix: Vec<u8>,
+    at: usize,
+    inner: &'a mut TcpStream,
+}
+
+impl AsyncRead for Prefixed<'_> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.at < self.prefix.len() {
+            let n = (self.prefix.len() - self.at).min(buf.remaining());
+            let at = self.at;
+            buf.put_slice(&self.prefix[at..at + n]);
+            self.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut *self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed<'_> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_shutdown(cx)
+    }
+}
+
+/// An upstream that closes its TCP without TLS's close_notify (common)
+/// ends the response like one that sends it: the response's own framing
+/// tells the client whether it was whole.
+struct LenientEof<R>(R);
+
+impl<R: AsyncRead + Unpin> AsyncRead for LenientEof<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match Pin::new(&mut self.0).poll_read(cx, buf) {
+            Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Poll::Ready(Ok(())),
+            other => other,
+        }
+    }
+}
+
+/// How the request head inside TLS ended.
+enum Head {
+    Plan(Plan, Vec<u8>),
+    Refused(Refusal),
+    Closed,
+    Failed(String),
+}
+
+/// A short response inside TLS, then a clean close.
+async fn answer<S: AsyncWrite + Unpin>(tls: &mut S, code: u16, text: &str, line: &str) {
+    let body = format!("{line}\n");
+    let msg = format!(
+        "HTTP/1.1 {code} {text}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tls.write_all(msg.as_bytes()).await;
+    let _ = tls.shutdown().await;
+}
+
+impl Conn {
+    /// The terminated path (the CONNECT's 200, its SNI check and the dial
+    /// are done; `pending` holds the ClientHello).
+    pub(super) async fn terminate(
+        &mut self,
+        creds: Arc<Credentials>,
+        host: String,
+        upstream: TcpStream,
+        pending: Vec<u8>,
+        mut outcome: Outcome,
+    ) -> Outcome {
+        outcome.kind = "inject";
+        let s = &self.proxy.settings;
+        let (header_timeout, connect_timeout, idle, cap) = (
+            s.header_timeout,
+            s.connect_timeout,
+            s.idle_timeout,
+            s.max_header_bytes,
+        );
+        let upstream_ca = self.container.network.upstream_ca.clone();
+        let deny = |o: &mut Outcome, why: String| {
+            o.decision = Decision::deny(&host, 443, why);
+        };
+        let config = match creds.ca.server_config(&host) {
+            Ok(c) => c,
+            Err(e) => {
+                deny(&mut outcome, format!("credential host: {e}"));
+                return outcome;
+            }
+        };
+        let io = Prefixed {
+            prefix: pending,
+            at: 0,
+            inner: &mut self.client,
+        };
+        let accept = tokio_rustls::TlsAcceptor::from(config).accept(io);
+        let mut tls = match tokio::time::timeout(header_timeout, accept).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                let why = format!(
+                    "credential host: the client's TLS handshake failed ({e}); terminated connections speak HTTP/1.1 only"
+                );
+                deny(&mut outcome, why);
+                return outcome;
+            }
+            Err(_) => {
+                deny(
+                    &mut outcome,
+                    "credential host: TLS handshake timeout".into(),
+                );
+                return outcome;
+            }
+        };
+        // The one request head, inside TLS.
+        let read = async {
+            let mut buf = Vec::with_capacity(2048);
+            let mut chunk = [0u8; 4096];
+            loop {
+                match inject::judge(&buf, cap, &host, 443, &creds.bindings) {
+                    Ok(Some(plan)) => {
+                        let rest = buf[plan.head_len..].to_vec();
+                        return Head::Plan(plan, rest);
+                    }
+                    Ok(None) => {}
+                    Err(r) => return Head::Refused(r),
+                }
+                match tls.read(&mut chunk).await {
+                    Ok(0) => return Head::Closed,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    Err(e) => return Head::Failed(e.to_string()),
+                }
+            }
+        };
+        let head = tokio::time::timeout(header_timeout, read)
+            .await
+            .unwrap_or_else(|_| Head::Failed("request header timeout".into()));
+        let (plan, rest) = match head {
+            Head::Plan(plan, rest) => (plan, rest),
+            Head::Closed => return outcome,
+            Head::Failed(e) => {
+                if e == "request header timeout" {
+                    answer(
+                        &mut tls,
+                        408,
+                        "Request Timeout",
+                        &format!("vibe-shim egress: {e}"),
+                    )
+                    .await;
+                }
+                deny(&mut outcome, format!("credential host: {e}"));
+                return outcome;
+            }
+            Head::Refused(r) => {
+                let (code, text) = r.status();
+                let line = format!("vibe-shim egress: refused a request to {host}: {r}");
+                answer(&mut tls, code, text, &line).await;
+                if matches!(r, Refusal::Misuse { .. }) {
+                    outcome.kind = "misuse";
+                }
+                outcome.credential = r.credential().map(str::to_string);
+                deny(&mut outcome, r.to_string());
+                return outcome;
+            }
+        };
+        let plan = closing(plan);
+        let names: Vec<&str> = plan
+            .swaps
+            .iter()
+            .filter_map(|s| creds.bindings.get(s.binding))
+            .map(|b| b.name.as_str())
+            .collect();
+        if !names.is_empty() {
+            outcome.credential = Some(names.join(","));
+        }
+        // The secrets, read at this request.
+        let mut secrets = Vec::new();
+        for s in &plan.swaps {
+            let Some(b) = creds.bindings.get(s.binding) else {
+                continue;
+            };
+            match read_secret(&b.source) {
+                Ok(secret) => secrets.push(secret),
+                Err(why) => {
+                    let why = format!("credential {}: {why}", b.name);
+                    let line = format!("vibe-shim egress: cannot inject {host}'s {why}");
+                    answer(&mut tls, 502, "Bad Gateway", &line).await;
+                    outcome.credential = Some(b.name.clone());
+                    deny(&mut outcome, why);
+                    return outcome;
+                }
+            }
+        }
+        let refuse_502 = |why: String| format!("vibe-shim egress: cannot reach {host}: {why}");
+        let client_config = match creds.client_config(upstream_ca.as_deref()) {
+            Ok(c) => c,
+            Err(why) => {
+                answer(&mut tls, 502, "Bad Gateway", &refuse_502(why.clone())).await;
+                outcome.error = Some(why);
+                return outcome;
+            }
+        };
+        let name = match ServerName::try_from(host.clone()) {
+            Ok(n) => n,
+            Err(e) => {
+                deny(&mut outcome, format!("not a TLS server name: {e}"));
+                return outcome;
+            }
+        };
+        let connect = tokio_rustls::TlsConnector::from(client_config).connect(name, upstream);
+        let mut up = match tokio::time::timeout(connect_timeout, connect).await {
+            Ok(Ok(up)) => up,
+            Ok(Err(e)) => {
+                let why = format!("TLS to the upstream failed: {e}");
+                answer(&mut tls, 502, "Bad Gateway", &refuse_502(why.clone())).await;
+                outcome.error = Some(why);
+                return outcome;
+            }
+            Err(_) => {
+                let why = "TLS to the upstream timed out".to_string();
+                answer(&mut tls, 502, "Bad Gateway", &refuse_502(why.clone())).await;
+                outcome.error = Some(why);
+                return outcome;
+            }
+        };
+        let head = plan.render(&creds.bindings, &secrets);
+        drop(secrets);
+        if let Err(e) = up.write_all(&head).await {
+            outcome.error = Some(e.to_string());
+            return outcome;
+        }
+        use std::sync::atomic::Ordering;
+        outcome
+            .counts
+            .up
+            .fetch_add(head.len() as u64, Ordering::Relaxed);
+        let limit = UpLimit::from(plan.body);
+        let (cr, cw) = tokio::io::split(&mut tls);
+        let (ur, uw) = tokio::io::split(&mut up);
+        let relayed = relay::relay_io(
+            cr,
+            cw,
+            LenientEof(ur),
+            uw,
+            &rest,
+            limit,
+            idle,
+            &outcome.counts,
+        );
+        let mut watch = self.closing.clone();
+        let result = tokio::select! {
+            r = relayed => r,
+            _ = closed(&mut watch) => Err(io::Error::other(
+                "closed: the container's listener stopped (delete or daemon stop)",
+            )),
+        };
+        if let Err(e) = result {
+            outcome.error = Some(e.to_string());
+        }
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vibe_policy::egress::request::Body;
+
+    #[test]
+    fn connection_headers_give_way_to_close_and_swaps_follow() {
+        let plan = Plan {
+            method: "GET".into(),
+            target: "/".into(),
+            version: "HTTP/1.1".into(),
+            headers: vec![
+                ("Host".into(), "a.example".into()),
+                ("Connection".into(), "keep-alive, X-Drop".into()),
+                ("X-Drop".into(), "1".into()),
+                ("x-api-key".into(), "P".into()),
+            ],
+            body: Body::None,
+            head_len: 0,
+            swaps: vec![Swap {
+                binding: 0,
+                header: 3,
+            }],
+        };
+        let p = closing(plan);
+        let names: Vec<&str> = p.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["Host", "x-api-key", "Connection"]);
+        assert_eq!(p.headers[2].1, "close");
+        assert_eq!(p.swaps[0].header, 1);
+    }
+
+    #[test]
+    fn a_secret_file_must_be_roots_and_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s");
+        std::fs::write(&f, "sk-1\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = read_secret(&f).unwrap_err();
+        if nix::unistd::geteuid().is_root() {
+            assert!(e.contains("mode 0644"), "{e}");
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+            assert_eq!(read_secret(&f).unwrap(), "sk-1");
+        }
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert!(read_secret(&link).is_err());
+        assert!(read_secret(dir.path()).is_err());
+        assert!(read_secret(&dir.path().join("missing"))
+            .unwrap_err()
+            .contains("cannot open"));
+    }
+}
