@@ -479,7 +479,10 @@ mod tests {
             .position(|m| m["destination"] == TRUST_BUNDLE_PATH)
             .unwrap();
         let pins = crate::rules::binds::pins(doc, &policy, &host, &cx).unwrap();
-        assert!(!pins.is_empty() && pins.iter().all(|p| p.index != at), "{pins:?}");
+        assert!(
+            !pins.is_empty() && pins.iter().all(|p| p.index != at),
+            "{pins:?}"
+        );
         // A copy of it at another destination is judged like any bind.
         let mut other = doc.clone();
         other["mounts"].as_array_mut().unwrap().push(
