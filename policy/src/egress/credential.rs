@@ -39,3 +39,149 @@ pub struct Binding {
     /// container.
     pub placeholder: String,
 }
+
+/// The characters of a placeholder's random part.
+const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// The visible prefix a placeholder keeps from its secret: clients check
+/// it (`sk-ant-api03-`, `sk-proj-`, `ghp_`, `github_pat_`, `glpat-`,
+/// `xoxb-`). Leading segments of 1 to 6 ASCII letters or digits, each
+/// ended by `-` or `_`, all within the first 16 characters, and never more
+/// than half the secret: a format's tag, not the secret's own characters
+/// (a long segment, such as Slack's team number, ends the prefix).
+pub fn visible_prefix(secret: &str) -> &str {
+    let bytes = secret.as_bytes();
+    let limit = bytes.len().min(16);
+    let mut end = 0;
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate().take(limit) {
+        if b == b'-' || b == b'_' {
+            let segment = i - start;
+            if !(1..=6).contains(&segment) {
+                break;
+            }
+            end = i + 1;
+            start = i + 1;
+        } else if !b.is_ascii_alphanumeric() || i - start >= 6 {
+            break;
+        }
+    }
+    while end > 0 && end * 2 > bytes.len() {
+        // Back to the previous separator: at most half the secret shows.
+        end = bytes[..end - 1]
+            .iter()
+            .rposition(|&b| b == b'-' || b == b'_')
+            .map_or(0, |i| i + 1);
+    }
+    &secret[..end]
+}
+
+/// The placeholder a container holds for `secret`: its
+/// [`visible_prefix`], then characters of `[A-Za-z0-9]` drawn from
+/// `random` (one byte each; the caller gives at least as many bytes as the
+/// placeholder is long, or they are reused), up to the secret's length or
+/// [`MIN_PLACEHOLDER`](super::inject::MIN_PLACEHOLDER), whichever is
+/// longer. Nothing of the secret past its prefix is used, and the result is
+/// never the secret itself.
+pub fn placeholder(secret: &str, random: &[u8]) -> String {
+    let prefix = visible_prefix(secret);
+    let len = secret.len().max(super::inject::MIN_PLACEHOLDER);
+    let mut out = String::with_capacity(len);
+    out.push_str(prefix);
+    let fill = len - prefix.len();
+    for i in 0..fill {
+        // An empty `random` still yields a placeholder (a fixed one).
+        let byte = random.get(i % random.len().max(1)).copied().unwrap_or(0);
+        // 256 = 4 * 62 + 8: the first 8 characters are drawn 5/256 of the
+        // time instead of 4/256, a bias that costs a fraction of a bit.
+        let c = ALPHABET[usize::from(byte) % ALPHABET.len()];
+        out.push(char::from(c));
+    }
+    if out == secret {
+        // One chance in 62^(half the length): change the last character.
+        let last = out.pop().map_or(b'A', |c| c as u8);
+        let other = if last == b'A' { 'B' } else { 'A' };
+        out.push(other);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::inject::MIN_PLACEHOLDER;
+
+    fn random(seed: u8) -> Vec<u8> {
+        (0..200u8)
+            .map(|i| i.wrapping_mul(97).wrapping_add(seed).rotate_left(3))
+            .collect()
+    }
+
+    #[test]
+    fn prefixes_of_known_formats_are_kept() {
+        let cases = [
+            (
+                "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+                "sk-ant-api03-",
+            ),
+            ("sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz", "sk-proj-"),
+            ("sk-AbCdEfGhIjKlMnOpQrStUvWxYz", "sk-"),
+            ("ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "ghp_"),
+            (
+                "github_pat_11AbCdEfGhIjKlMnOpQrStUvWxYz_0123456789",
+                "github_pat_",
+            ),
+            ("glpat-AbCdEfGhIjKlMnOpQrSt", "glpat-"),
+            ("xoxb-1234567890123-1234567890123-AbCdEfGhIjKl", "xoxb-"),
+            // No format tag: nothing shows.
+            ("AbCdEfGhIjKlMnOpQrStUvWxYz", ""),
+            ("abcdefgh-ijklmnopqrstuvwxyz", ""),
+            // Never more than half.
+            ("ab-cd-ef", "ab-"),
+            ("a-b", ""),
+            ("", ""),
+        ];
+        for (secret, prefix) in cases {
+            assert_eq!(visible_prefix(secret), prefix, "{secret}");
+            let p = placeholder(secret, &random(1));
+            assert!(p.starts_with(prefix), "{secret}: {p}");
+        }
+    }
+
+    #[test]
+    fn length_is_kept_or_padded_to_the_minimum() {
+        for secret in [
+            "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+            "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+            "short",
+            "x",
+        ] {
+            let p = placeholder(secret, &random(2));
+            assert_eq!(p.len(), secret.len().max(MIN_PLACEHOLDER), "{secret}: {p}");
+            let rest = &p[visible_prefix(secret).len()..];
+            assert!(rest.bytes().all(|b| b.is_ascii_alphanumeric()), "{p}");
+            assert_ne!(p, secret);
+        }
+    }
+
+    #[test]
+    fn the_random_part_is_random_and_not_the_secrets() {
+        let secret = "sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        let a = placeholder(secret, &random(3));
+        let b = placeholder(secret, &random(4));
+        assert_ne!(a, b);
+        let tail = &secret[visible_prefix(secret).len()..];
+        for p in [&a, &b] {
+            assert!(!p.contains(tail), "{p}");
+            // Not even a quarter of the tail in a row.
+            assert!(!p.contains(&tail[..tail.len() / 4]), "{p}");
+        }
+        // A secret whose tail the random bytes would spell is still
+        // never its own placeholder.
+        let spelled = placeholder("sk-ant-api03-xxxxxxxxxxxxxxxx", &[0; 64]);
+        assert_eq!(placeholder(&spelled, &[0; 64]).len(), spelled.len());
+        assert_ne!(placeholder(&spelled, &[0; 64]), spelled);
+        // No random bytes at all: still a placeholder, never a panic.
+        assert_eq!(placeholder("ghp_abc", &[]).len(), MIN_PLACEHOLDER);
+    }
+}

@@ -36,6 +36,14 @@ pub struct CreateContext {
     pub runc_root: PathBuf,
     /// runc's `--systemd-cgroup`: which reading of `cgroupsPath` runc uses.
     pub systemd_cgroup: bool,
+    /// The container's credentials (mode "proxy"), placeholders made: see
+    /// [`crate::rules::credentials`]. Not serialised: the placeholders stay
+    /// out of every record.
+    #[serde(skip)]
+    pub credentials: Vec<crate::egress::credential::Binding>,
+    /// The host path of the container's trust bundle file (bound read-only
+    /// at [`crate::config::TRUST_BUNDLE_PATH`]); used only with credentials.
+    pub trust_bundle: Option<PathBuf>,
 }
 
 /// Everything a rule may look at.

@@ -2,7 +2,8 @@
 //! it is one of the engine's own per-container files, the engine's own init
 //! binary, or if its canonical source lies in a `filesystem.bind` subtree.
 //! Every allowed bind is made non-recursive, nosuid and nodev, and gets its
-//! canonical source written back.
+//! canonical source written back. vibe-shim's own trust bundle file
+//! ([`crate::rules::credentials`]) is no client bind and is skipped.
 //!
 //! A path is only a name: between this check and runc's mount(2) a client
 //! that can write in an allowed subtree can swap a component for a symlink.
@@ -21,6 +22,7 @@ use crate::decision::{Denial, Record};
 use crate::engine::context::{CreateContext, RuleContext};
 use crate::host::HostView;
 use crate::lang::json::{as_object, set, str_field};
+use crate::rules::credentials::is_trust_bundle_mount;
 use crate::rules::host_ids;
 use crate::rules::kernel_mounts::{
     add_option, destination, edit_options, is_bind, mounts_mut, remove_option,
@@ -95,7 +97,7 @@ fn judge_binds(
         return Ok(writable);
     };
     for (index, mount) in mounts.iter_mut().enumerate() {
-        if !is_bind(mount) {
+        if !is_bind(mount) || is_trust_bundle_mount(mount, cx.create) {
             continue;
         }
         let (canonical, verdict) = judge.judge(mount, index)?;
@@ -167,7 +169,8 @@ pub fn pins(
     let mounts = spec.get("mounts").and_then(Value::as_array);
     let mut pins = Vec::new();
     for (index, mount) in mounts.into_iter().flatten().enumerate() {
-        if !is_bind(mount) {
+        // vibe-shim's own file in its root-only state directory: nothing to pin.
+        if !is_bind(mount) || is_trust_bundle_mount(mount, Some(create)) {
             continue;
         }
         let (canonical, verdict) = judge.judge(mount, index)?;

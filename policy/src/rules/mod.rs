@@ -9,6 +9,7 @@ pub mod binds;
 pub(crate) mod capabilities;
 pub(crate) mod cgroups;
 pub(crate) mod client_hooks;
+pub mod credentials;
 pub(crate) mod devices;
 pub(crate) mod env;
 pub(crate) mod home;
