@@ -61,6 +61,8 @@ pub enum HookError {
     Enter(#[source] nix::Error),
     #[error("worker thread failed: {0}")]
     Thread(#[source] std::io::Error),
+    #[error("the egress daemon returned no CA for the container's credentials")]
+    NoCa,
     #[error("worker thread failed: panicked")]
     Panicked,
     #[error("cannot read the container's addresses: {0}")]
@@ -139,26 +141,35 @@ enum Phase {
 /// `net.egress_socket`, handing it the container's network namespace, so
 /// the proxy listens on the container's own loopback. Any failure fails the
 /// hook, and so the create. Other modes: nothing to do.
+///
+/// With `credentials`, the daemon must answer with the CA it terminates
+/// them with (returned, for the container's trust bundle); a reply without
+/// one fails the hook.
 pub fn register_egress(
     state_json: &[u8],
     net: &NetworkSection,
     runc_root: &Path,
-) -> Result<(), HookError> {
+    credentials: &[vibe_policy::egress::credential::Binding],
+) -> Result<Option<String>, HookError> {
     if net.mode != NetworkMode::Proxy {
-        return Ok(());
+        return Ok(None);
     }
     let state = ContainerState::parse(state_json)?;
     let netns = open_container_netns(state.pid)?;
-    egress::client::register(
+    let reply = egress::client::register(
         &net.egress_socket,
         runc_root,
         &state.id,
         state.pid,
         net,
-        &[],
+        credentials,
         &netns,
     )?;
-    Ok(())
+    match (credentials.is_empty(), reply.ca_pem) {
+        (true, _) => Ok(None),
+        (false, Some(pem)) => Ok(Some(pem)),
+        (false, None) => Err(HookError::NoCa),
+    }
 }
 
 /// Mode "proxy", before `runc start`: the egress daemon must still serve

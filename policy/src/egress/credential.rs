@@ -40,6 +40,39 @@ pub struct Binding {
     pub placeholder: String,
 }
 
+impl Binding {
+    /// The binding of policy entry `section` with the container's
+    /// `placeholder`: hosts as the proxy compares them (normalised, lower
+    /// case) and the header name in lower case. The config check already
+    /// refused what could not be one.
+    pub fn new(section: &crate::config::CredentialSection, placeholder: String) -> Binding {
+        let hosts = section
+            .hosts
+            .iter()
+            .map(|h| {
+                crate::lang::hosts::normalize_name(h).unwrap_or_else(|_| h.to_ascii_lowercase())
+            })
+            .collect();
+        let inject = match (&section.header, &section.basic_user) {
+            (_, Some(user)) => Inject::Basic { user: user.clone() },
+            (header, None) => Inject::Header {
+                name: header
+                    .as_deref()
+                    .unwrap_or("authorization")
+                    .to_ascii_lowercase(),
+                scheme: section.scheme.clone(),
+            },
+        };
+        Binding {
+            name: section.name.clone(),
+            hosts,
+            inject,
+            source: section.source.clone(),
+            placeholder,
+        }
+    }
+}
+
 /// The characters of a placeholder's random part.
 const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 

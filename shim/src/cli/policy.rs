@@ -456,6 +456,19 @@ fn explain_on(
         bundle: bundle_abs,
         runc_root: crate::sys::state_dir::runc_root(None),
         systemd_cgroup: false,
+        // Every credential as create would bind it, secrets unread: the
+        // changes show, the placeholders do not.
+        credentials: policy
+            .network
+            .credentials
+            .iter()
+            .map(|c| vibe_policy::egress::credential::Binding::new(c, "(placeholder)".into()))
+            .collect(),
+        trust_bundle: Some(std::path::PathBuf::from(format!(
+            "{}/<container>/{}",
+            crate::sys::state_dir::BASE,
+            crate::sys::credentials::BUNDLE_FILE
+        ))),
     };
     let mut out = format!(
         "policy: {}\nbundle: {}\n",

@@ -77,6 +77,21 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
             return Outcome::refused(container_id, e.denial("hooks", Path::new("/proc/self/exe")))
         }
     };
+    // The placeholders are made before the judge: the rule writes them.
+    let credentials = match crate::sys::credentials::bindings(&ctx.policy) {
+        Ok(found) => found,
+        Err(e) => {
+            let field = "/network/credentials";
+            let denial = Denial::new("credentials", field, "", e.to_string());
+            return Outcome::refused(container_id, denial);
+        }
+    };
+    let trust_bundle = match credentials.is_empty() {
+        true => None,
+        false => state_dir::container_dir(&runc_root, &container_id)
+            .ok()
+            .map(|dir| dir.join(crate::sys::credentials::BUNDLE_FILE)),
+    };
     let create = CreateContext {
         container_id: container_id.clone(),
         network_hook: Some(hook),
@@ -84,6 +99,8 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         bundle,
         runc_root,
         systemd_cgroup: ctx.systemd_cgroup,
+        credentials,
+        trust_bundle,
     };
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
         let pid_file = judge_runtime_flags(ctx, parsed, &create.bundle)?;
@@ -101,6 +118,16 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
                 write_private_spec(&private, &judged)
                     .and_then(|()| record_engine_bundle(&private, &create.bundle))
                     .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
+                crate::sys::credentials::write_state(&private, &create.credentials).map_err(
+                    |e| {
+                        refusal(Denial::new(
+                            "credentials",
+                            "/network/credentials",
+                            "",
+                            e.to_string(),
+                        ))
+                    },
+                )?;
                 // The engine's copy is informational only (runc reads the
                 // private one): engines that read config.json back see what runs.
                 write_atomically(&spec_path, &rewrite.document)

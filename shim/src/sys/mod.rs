@@ -2,6 +2,7 @@
 //! the rules read, the staging of bind sources, vibe-shim's per-container
 //! state directory, and the sealed memfds runc reads rewritten JSON from.
 
+pub mod credentials;
 pub mod host;
 pub mod memfd;
 pub mod stage;

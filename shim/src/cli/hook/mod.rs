@@ -76,6 +76,11 @@ pub enum HookVerbError {
     Network(Box<vibe_hooks::HookError>),
     #[error("tmpfs-modes: {0}")]
     TmpfsModes(#[from] tmpfs_modes::TmpfsHookError),
+    /// The container's credential files in its state directory.
+    #[error("credentials: {0}")]
+    Credentials(#[from] crate::sys::credentials::CredentialError),
+    #[error("credentials: {0}")]
+    StateDir(#[from] crate::sys::state_dir::StateDirError),
     /// Named by its rule: the bound is `[resources]`'s.
     #[error("resources: {0}")]
     KernelTcp(#[from] kernel_tcp::KernelTcpHookError),
@@ -128,7 +133,17 @@ fn run_hook(config: &Path, hook: Hook, stdin: &mut dyn Read) -> Result<(), HookV
             vibe_hooks::run_network_hook(&state, &policy.network).map_err(network)?;
             // Mode "proxy": the wall is up; now the proxy's listeners.
             let runc_root = crate::sys::state_dir::runc_root(runc_root_arg(&args));
-            vibe_hooks::register_egress(&state, &policy.network, &runc_root).map_err(network)?;
+            let id = vibe_hooks::state::ContainerState::parse(&state)
+                .map_err(|e| network(e.into()))?
+                .id;
+            // What create wrote in the container's root-only directory.
+            let dir = crate::sys::state_dir::container_dir(&runc_root, &id)?;
+            let bindings = crate::sys::credentials::read_bindings(&dir)?;
+            let ca = vibe_hooks::register_egress(&state, &policy.network, &runc_root, &bindings)
+                .map_err(network)?;
+            if let Some(pem) = ca {
+                crate::sys::credentials::append_ca(&dir, &pem)?;
+            }
             Ok(())
         }
     }
