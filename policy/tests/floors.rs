@@ -4,7 +4,8 @@
 //! 0. `decision`: the record of changes and the denial.
 //! 1. `lang`: JSON helpers, Go's JSON reading, the pattern and host-name
 //!    grammars, timestamps.
-//! 2. `config`: the policy file.
+//! 2. `config`: the policy file; `egress::credential`: a credential entry
+//!    bound to one container (its placeholder), which a rule's context holds.
 //! 3. `host`: what the policy may ask the host (it names no config type).
 //! 4. `engine::context`, `engine::profile`: what a rule sees, the hook
 //!    markers, which policy file applies.
@@ -30,6 +31,7 @@ fn file_floor(rel: &str) -> Option<u8> {
             _ => 6,
         },
         "rules" => 5,
+        "egress" if rel == "egress/credential.rs" => 2,
         "egress" | "authz" | "network" | "runc" => 7,
         _ => return None,
     })
@@ -54,7 +56,11 @@ fn path_floor(path: &str) -> Option<u8> {
         },
         "rules" => 5,
         "enforce_create" | "enforce_process" | "enforce_update" | "Rewrite" => 6,
-        "egress" | "authz" | "network" | "runc" => 7,
+        "egress" => match segments.next() {
+            Some("credential") => 2,
+            _ => 7,
+        },
+        "authz" | "network" | "runc" => 7,
         _ => return None,
     })
 }

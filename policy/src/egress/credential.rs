@@ -73,6 +73,10 @@ impl Binding {
     }
 }
 
+/// Placeholders shorter than this could match by chance: such a binding
+/// fails every request (the policy side never makes one).
+pub const MIN_PLACEHOLDER: usize = 16;
+
 /// The characters of a placeholder's random part.
 const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -113,12 +117,12 @@ pub fn visible_prefix(secret: &str) -> &str {
 /// [`visible_prefix`], then characters of `[A-Za-z0-9]` drawn from
 /// `random` (one byte each; the caller gives at least as many bytes as the
 /// placeholder is long, or they are reused), up to the secret's length or
-/// [`MIN_PLACEHOLDER`](super::inject::MIN_PLACEHOLDER), whichever is
+/// [`MIN_PLACEHOLDER`], whichever is
 /// longer. Nothing of the secret past its prefix is used, and the result is
 /// never the secret itself.
 pub fn placeholder(secret: &str, random: &[u8]) -> String {
     let prefix = visible_prefix(secret);
-    let len = secret.len().max(super::inject::MIN_PLACEHOLDER);
+    let len = secret.len().max(MIN_PLACEHOLDER);
     let mut out = String::with_capacity(len);
     out.push_str(prefix);
     let fill = len - prefix.len();
@@ -142,7 +146,6 @@ pub fn placeholder(secret: &str, random: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::egress::inject::MIN_PLACEHOLDER;
 
     fn random(seed: u8) -> Vec<u8> {
         (0..200u8)

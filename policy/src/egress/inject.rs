@@ -26,9 +26,7 @@ use super::credential::{Binding, Inject};
 use super::request::{self, Body, RequestError};
 use crate::lang::hosts::Host;
 
-/// Placeholders shorter than this could match by chance: such a binding
-/// fails every request (the policy side never makes one).
-pub const MIN_PLACEHOLDER: usize = 16;
+pub use super::credential::MIN_PLACEHOLDER;
 
 /// Why a request on a terminated connection was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -145,11 +145,42 @@ fn check(policy: &Policy) -> Checked {
                 .into(),
         );
     }
-    let error = system_user_error(
+    let mut error = system_user_error(
         policy,
         vibe_policy::HostView::regular_id_min(&RealHost::new()),
     );
+    let (cred_warnings, cred_error) = credential_files(policy);
+    warnings.extend(cred_warnings);
+    error = error.or(cred_error);
     Checked { warnings, error }
+}
+
+/// Each credential's secret file, judged as create judges it (opened, never
+/// printed): a missing optional one is a warning, anything else that would
+/// refuse a create is the error.
+fn credential_files(policy: &Policy) -> (Vec<String>, Option<String>) {
+    use crate::sys::credentials::{open_secret, CredentialError};
+    let mut warnings = Vec::new();
+    let mut error = None;
+    for c in &policy.network.credentials {
+        match open_secret(&c.name, &c.source) {
+            Ok(_) => {}
+            Err(CredentialError::Open { source, .. })
+                if c.optional && source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                warnings.push(format!(
+                    "credential {}: {} does not exist: containers get no {} until it does",
+                    c.name,
+                    c.source.display(),
+                    c.env
+                ))
+            }
+            Err(e) => {
+                error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    (warnings, error)
 }
 
 impl Checked {
@@ -250,6 +281,22 @@ fn summary_lines(policy: &Policy) -> Vec<String> {
             text(&n["mode"]),
             list(&n["hosts"], 6),
             list(&n["ports"], 6)
+        ),
+        format!(
+            "credentials: {}",
+            match n["credentials"].as_array().map(Vec::as_slice) {
+                None | Some([]) => "none".to_string(),
+                Some(all) => all
+                    .iter()
+                    .map(|c| format!(
+                        "{} ({} -> {})",
+                        text(&c["name"]),
+                        text(&c["env"]),
+                        list(&c["hosts"], 3)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
         ),
         format!(
             "process: user {}, pids_limit {}, capabilities: {}, env_allow: {}",

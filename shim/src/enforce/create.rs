@@ -86,7 +86,9 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
             return Outcome::refused(container_id, denial);
         }
     };
-    let trust_bundle = match credentials.is_empty() {
+    // Named whenever the policy has credentials, so the rule knows this
+    // container's own mount in an engine's spec fed back.
+    let trust_bundle = match ctx.policy.network.credentials.is_empty() {
         true => None,
         false => state_dir::container_dir(&runc_root, &container_id)
             .ok()

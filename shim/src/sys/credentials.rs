@@ -33,8 +33,10 @@ const SYSTEM_ROOTS: [&str; 3] = [
     "/etc/pki/tls/certs/ca-bundle.crt",
     "/etc/ssl/cert.pem",
 ];
+/// Random bytes drawn per credential.
+const RANDOM_PER_SECRET: usize = MAX_SECRET as usize;
 /// Longer is no API key: refused before it is read whole.
-const MAX_SECRET: u64 = 64 * 1024;
+const MAX_SECRET: u64 = 8 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
@@ -108,12 +110,13 @@ pub fn bindings(policy: &Policy) -> Result<Vec<Binding>, CredentialError> {
     if sections.is_empty() {
         return Ok(Vec::new());
     }
-    let mut random = vec![0u8; 128 * sections.len()];
+    // One byte per placeholder character: more than any key is long.
+    let mut random = vec![0u8; RANDOM_PER_SECRET * sections.len()];
     File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut random))
         .map_err(CredentialError::Random)?;
     let mut out = Vec::new();
-    for (section, random) in sections.iter().zip(random.chunks(128)) {
+    for (section, random) in sections.iter().zip(random.chunks(RANDOM_PER_SECRET)) {
         let file = match open_secret(&section.name, &section.source) {
             Err(CredentialError::Open { source, .. })
                 if section.optional && source.kind() == std::io::ErrorKind::NotFound =>
@@ -123,13 +126,19 @@ pub fn bindings(policy: &Policy) -> Result<Vec<Binding>, CredentialError> {
             other => other?,
         };
         let mut bytes = Vec::new();
-        file.take(MAX_SECRET)
-            .read_to_end(&mut bytes)
-            .map_err(|source| CredentialError::Open {
+        let read = file.take(MAX_SECRET + 1).read_to_end(&mut bytes);
+        let read = read.and_then(|n| match n as u64 > MAX_SECRET {
+            true => Err(std::io::Error::other("longer than 8 KiB: no header value")),
+            false => Ok(n),
+        });
+        if let Err(source) = read {
+            bytes.fill(0);
+            return Err(CredentialError::Open {
                 name: section.name.clone(),
                 path: section.source.clone(),
                 source,
-            })?;
+            });
+        }
         let secret = secret_from_file(&bytes).map_err(|source| CredentialError::Secret {
             name: section.name.clone(),
             path: section.source.clone(),
