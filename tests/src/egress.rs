@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::env::env;
+use crate::netns::{must, run, Netns};
 
 /// This work tree's slot (0..8): keeps the addresses and names of work
 /// trees that run this suite at the same time apart.
@@ -267,4 +268,51 @@ pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A test host one hop from the host, as the internet is: namespace
+/// `<name><slot>` behind veth `<veth><slot>` on 198.51.100.`base+1`/30
+/// (host) and `base+2` (its eth0), serving on 203.0.113.`base+2` on its lo,
+/// routed via that veth (the proxy refuses a host interface's own subnet).
+/// `first` is the suite's first address of 198.51.100.0/24; each work
+/// tree's slot gets its own /30 above it. Returns the namespace and the
+/// service address.
+pub fn one_hop_host(name: &str, veth: &str, first: u32) -> (Netns, String) {
+    let slot = slot();
+    let base = first + 4 * u32::from(slot);
+    let (host_ip, ip) = (
+        format!("198.51.100.{}", base + 1),
+        format!("198.51.100.{}", base + 2),
+    );
+    let host_if = format!("{veth}{slot}");
+    let ns = Netns::new(&format!("{name}{slot}"));
+    let _ = run(&["ip", "link", "del", &host_if]);
+    must(&[
+        "ip", "link", "add", &host_if, "type", "veth", "peer", "name", "eth0", "netns", &ns.name,
+    ]);
+    must(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{host_ip}/30"),
+        "dev",
+        &host_if,
+    ]);
+    must(&["ip", "link", "set", &host_if, "up"]);
+    ns.ip(&["addr", "add", &format!("{ip}/30"), "dev", "eth0"]);
+    ns.ip(&["link", "set", "eth0", "up"]);
+    let service = format!("203.0.113.{}", base + 2);
+    ns.ip(&["addr", "add", &format!("{service}/32"), "dev", "lo"]);
+    ns.ip(&["link", "set", "lo", "up"]);
+    must(&[
+        "ip",
+        "route",
+        "replace",
+        &format!("{service}/32"),
+        "via",
+        &ip,
+        "dev",
+        &host_if,
+    ]);
+    (ns, service)
 }

@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use vibe_shim_tests::docker::{self, Container};
-use vibe_shim_tests::egress::{slot, Daemon, HostsBlock};
+use vibe_shim_tests::egress::{one_hop_host, Daemon, HostsBlock};
 use vibe_shim_tests::env::env;
 use vibe_shim_tests::harness::Output;
 use vibe_shim_tests::netns::{must, run, Netns};
@@ -71,43 +71,7 @@ impl Upstream {
     fn new() -> Upstream {
         make_test_ca();
         make_git_repo();
-        let slot = slot();
-        let base = 192 + 4 * u32::from(slot);
-        let (host_ip, ip) = (
-            format!("198.51.100.{}", base + 1),
-            format!("198.51.100.{}", base + 2),
-        );
-        let host_if = format!("vethcrd{slot}");
-        let mut ns = Netns::new(&format!("vsCrd{slot}"));
-        let _ = run(&["ip", "link", "del", &host_if]);
-        must(&[
-            "ip", "link", "add", &host_if, "type", "veth", "peer", "name", "eth0", "netns",
-            &ns.name,
-        ]);
-        must(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("{host_ip}/30"),
-            "dev",
-            &host_if,
-        ]);
-        must(&["ip", "link", "set", &host_if, "up"]);
-        ns.ip(&["addr", "add", &format!("{ip}/30"), "dev", "eth0"]);
-        ns.ip(&["link", "set", "eth0", "up"]);
-        // One hop away: the proxy refuses a host interface's own subnet.
-        let service = format!("203.0.113.{}", base + 2);
-        ns.ip(&["addr", "add", &format!("{service}/32"), "dev", "lo"]);
-        must(&[
-            "ip",
-            "route",
-            "replace",
-            &format!("{service}/32"),
-            "via",
-            &ip,
-            "dev",
-            &host_if,
-        ]);
+        let (mut ns, service) = one_hop_host("vsCrd", "vethcrd", 192);
         let log = Path::new(DIR).join("upstream.jsonl");
         let _ = std::fs::remove_file(&log);
         let script = env().repo.join("tests/env/tls_upstream.py");

@@ -17,9 +17,9 @@ use std::time::Instant;
 
 use vibe_shim_tests::bundle::Bundle;
 use vibe_shim_tests::docker::{self, Container, IMAGE};
-use vibe_shim_tests::egress::{eventually, slot, Daemon, HostsBlock};
+use vibe_shim_tests::egress::{eventually, one_hop_host, Daemon, HostsBlock};
 use vibe_shim_tests::harness::Output;
-use vibe_shim_tests::netns::{must, run, Netns};
+use vibe_shim_tests::netns::{run, Netns};
 
 const ALLOWED: &str = "allowed.egress.vibe-test";
 const PORT: u16 = 8080;
@@ -46,46 +46,7 @@ struct Upstream {
 
 impl Upstream {
     fn new() -> Upstream {
-        let slot = slot();
-        let base = 128 + 4 * u32::from(slot);
-        let (host_ip, ip) = (
-            format!("198.51.100.{}", base + 1),
-            format!("198.51.100.{}", base + 2),
-        );
-        let host_if = format!("vethegr{slot}");
-        let mut ns = Netns::new(&format!("vsEgr{slot}"));
-        let _ = run(&["ip", "link", "del", &host_if]);
-        must(&[
-            "ip", "link", "add", &host_if, "type", "veth", "peer", "name", "eth0", "netns",
-            &ns.name,
-        ]);
-        must(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("{host_ip}/30"),
-            "dev",
-            &host_if,
-        ]);
-        must(&["ip", "link", "set", &host_if, "up"]);
-        ns.ip(&["addr", "add", &format!("{ip}/30"), "dev", "eth0"]);
-        ns.ip(&["link", "set", "eth0", "up"]);
-        // The service sits one hop away, as the internet does: a neighbour on
-        // a host interface's own subnet is refused as the host's network.
-        let service = format!("203.0.113.{}", base + 2);
-        ns.ip(&["addr", "add", &format!("{service}/32"), "dev", "lo"]);
-        ns.ip(&["link", "set", "lo", "up"]);
-        must(&[
-            "ip",
-            "route",
-            "replace",
-            &format!("{service}/32"),
-            "via",
-            &ip,
-            "dev",
-            &host_if,
-        ]);
-        let ip = service;
+        let (mut ns, ip) = one_hop_host("vsEgr", "vethegr", 128);
         ns.tcp_server(PORT);
         ns.tcp_server(8081);
         ns.tcp_server(443);
