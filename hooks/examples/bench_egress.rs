@@ -24,6 +24,13 @@
 //! on the same two cores as the proxy and the client, and the figure is the
 //! machine's CPU, not the proxy's capacity.
 //!
+//! `--credentials [MiB] [requests]` (root: the secret file must be root's)
+//! compares, on loopback, a credential host (terminated: TLS ends at the
+//! proxy, the secret is injected, TLS again upstream) with a tunnelled one,
+//! against the same TLS upstream: the latency of one whole request (new
+//! connection, CONNECT, handshake(s), GET, response; p50/p99) and the
+//! throughput of one download (256 MiB by default).
+//!
 //! `packaging/bench-egress.sh [MiB] [rounds] [rates]` (raises the fd limit) or
 //! `cargo run --release -p vibe-hooks --example bench_egress -- [MiB]
 //! [rounds] [--netns UP,PROXY,CLIENT] [--rates G1,G2,...]`.
@@ -349,6 +356,16 @@ fn start_proxy(
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("--credentials") {
+        let n: Vec<u64> = std::env::args()
+            .skip(2)
+            .map(|a| a.parse().expect("a number"))
+            .collect();
+        return credentials::run(
+            n.first().copied().unwrap_or(256),
+            n.get(1).copied().unwrap_or(300) as usize,
+        );
+    }
     let (mib, rounds, layout, rates) = args();
     let netns = layout.up.is_some();
     let total = mib * 1024 * 1024;
@@ -594,4 +611,247 @@ fn main() {
     );
 
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--credentials`: terminated against tunnelled, same TLS upstream.
+mod credentials {
+    use super::*;
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+    use rustls::{ClientConfig, RootCertStore, ServerConfig};
+    use vibe_hooks::egress::ca::{provider, Ca};
+    use vibe_hooks::egress::proxy::Credentials;
+    use vibe_policy::egress::credential::{Binding, Inject};
+
+    const PLACEHOLDER: &str = "sk-bench-PLACEHOLDERaaaaaaaaaaaaaaaa";
+
+    struct ToUpstream(SocketAddr);
+    impl Dial for ToUpstream {
+        fn dial(&self, _: SocketAddr) -> BoxFuture<'_, io::Result<TcpStream>> {
+            let to = self.0;
+            Box::pin(async move {
+                let s = TcpStream::connect(to).await?;
+                s.set_nodelay(true).ok();
+                Ok(s)
+            })
+        }
+    }
+
+    /// The upstream: `GET /big` gets `big` bytes, anything else 2 bytes;
+    /// then it closes (the terminated path asks `Connection: close`).
+    fn upstream(big: u64) -> (SocketAddr, String) {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::default();
+        p.distinguished_name
+            .push(DnType::CommonName, "bench upstream CA");
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        let ca = p.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec!["cred.example".into(), "tunnel.example".into()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![leaf.der().clone()], key)
+            .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            rt().block_on(async move {
+                let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                tx.send(l.local_addr().unwrap()).unwrap();
+                while let Ok((s, _)) = l.accept().await {
+                    s.set_nodelay(true).ok();
+                    let acceptor = acceptor.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut tls) = acceptor.accept(s).await else {
+                            return;
+                        };
+                        let mut got = Vec::new();
+                        let mut b = [0u8; 4096];
+                        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match tls.read(&mut b).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => got.extend_from_slice(&b[..n]),
+                            }
+                        }
+                        let n = if got.starts_with(b"GET /big ") {
+                            big
+                        } else {
+                            2
+                        };
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n"
+                        );
+                        let _ = tls.write_all(head.as_bytes()).await;
+                        let chunk = vec![b'x'; 256 * 1024];
+                        let mut left = n;
+                        while left > 0 {
+                            let k = left.min(chunk.len() as u64) as usize;
+                            if tls.write_all(&chunk[..k]).await.is_err() {
+                                return;
+                            }
+                            left -= k as u64;
+                        }
+                        let _ = tls.shutdown().await;
+                    });
+                }
+            })
+        });
+        (rx.recv().unwrap(), ca.pem())
+    }
+
+    /// One request through the proxy: CONNECT, TLS, GET `path`, the
+    /// response read to its end; the bytes read.
+    async fn request(proxy: SocketAddr, host: &str, path: &str, tls: Arc<ClientConfig>) -> u64 {
+        let s = connect_via_host(proxy, host).await;
+        s.set_nodelay(true).ok();
+        let name = ServerName::try_from(host.to_string()).unwrap();
+        let mut t = tokio_rustls::TlsConnector::from(tls)
+            .connect(name, s)
+            .await
+            .expect("handshake");
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nx-api-key: {PLACEHOLDER}\r\n\r\n");
+        t.write_all(req.as_bytes()).await.unwrap();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut n = 0u64;
+        loop {
+            match t.read(&mut buf).await {
+                Ok(0) | Err(_) => return n,
+                Ok(k) => n += k as u64,
+            }
+        }
+    }
+
+    async fn connect_via_host(proxy: SocketAddr, host: &str) -> TcpStream {
+        let mut s = TcpStream::connect(proxy).await.expect("proxy");
+        s.write_all(format!("CONNECT {host}:443 HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut ok = [0u8; 39];
+        s.read_exact(&mut ok).await.expect("200");
+        assert!(ok.starts_with(b"HTTP/1.1 200"));
+        s
+    }
+
+    pub fn run(mib: u64, requests: usize) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let big = mib << 20;
+        let (up, up_ca) = upstream(big);
+        let ca_file = dir.path().join("upstream-ca.pem");
+        std::fs::write(&ca_file, &up_ca).unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "sk-bench-REAL-0123456789\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let ca = Ca::generate(&["cred.example".into()]).expect("CA");
+        let ca_pem = ca.cert_pem().to_string();
+        let creds = Credentials::new(
+            vec![Binding {
+                name: "bench".into(),
+                hosts: vec!["cred.example".into()],
+                inject: Inject::Header {
+                    name: "x-api-key".into(),
+                    scheme: None,
+                },
+                source: secret,
+                placeholder: PLACEHOLDER.into(),
+            }],
+            ca,
+        );
+        let container = Arc::new(Container {
+            id: "bench-cred".into(),
+            network: NetworkSection {
+                mode: NetworkMode::Proxy,
+                hosts: vec!["cred.example".into(), "tunnel.example".into()],
+                upstream_ca: Some(ca_file),
+                ..NetworkSection::default()
+            },
+            credentials: Some(Arc::new(creds)),
+        });
+        let settings = ProxySettings {
+            log_path: dir.path().join("egress.jsonl"),
+            ..ProxySettings::default()
+        };
+        let proxy =
+            Proxy::with_net(settings, Arc::new(Resolver), Arc::new(ToUpstream(up))).expect("proxy");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            rt().block_on(async move {
+                let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                tx.send(l.local_addr().unwrap()).unwrap();
+                proxy.serve(l, container).await
+            })
+        });
+        let proxy_addr: SocketAddr = rx.recv().unwrap();
+        // The client trusts both: the container's CA and the upstream's.
+        let mut roots = RootCertStore::empty();
+        use rustls::pki_types::pem::PemObject;
+        for pem in [&ca_pem, &up_ca] {
+            for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                roots.add(c.unwrap()).unwrap();
+            }
+        }
+        let mut cc = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cc.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let cc = Arc::new(cc);
+        on_thread(&None, async move {
+            let lat = |host: &'static str| {
+                let cc = cc.clone();
+                async move {
+                    // Warm up (the first leaf is minted here).
+                    for _ in 0..10 {
+                        request(proxy_addr, host, "/", cc.clone()).await;
+                    }
+                    let mut v = Vec::with_capacity(requests);
+                    for _ in 0..requests {
+                        let t = Instant::now();
+                        let n = request(proxy_addr, host, "/", cc.clone()).await;
+                        assert!(n > 0);
+                        v.push(t.elapsed().as_secs_f64() * 1e3);
+                    }
+                    v
+                }
+            };
+            let mut tun = lat("tunnel.example").await;
+            let mut term = lat("cred.example").await;
+            let (t50, t99) = (pct(&mut tun, 0.5), pct(&mut tun, 0.99));
+            let (c50, c99) = (pct(&mut term, 0.5), pct(&mut term, 0.99));
+            println!(
+                "one request, {requests} each (new connection, CONNECT, TLS, GET, response): tunnelled p50 {t50:.3} ms p99 {t99:.3} ms; terminated p50 {c50:.3} ms p99 {c99:.3} ms; added p50 {:.3} ms p99 {:.3} ms",
+                c50 - t50,
+                c99 - t99
+            );
+            let rate = |host: &'static str| {
+                let cc = cc.clone();
+                async move {
+                    let t = Instant::now();
+                    let n = request(proxy_addr, host, "/big", cc).await;
+                    assert!(n >= big, "{host}: {n} of {big} bytes");
+                    n as f64 / t.elapsed().as_secs_f64() / (1 << 20) as f64
+                }
+            };
+            let (mut tr, mut cr) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                tr.push(rate("tunnel.example").await);
+                cr.push(rate("cred.example").await);
+            }
+            let (t, c) = (pct(&mut tr, 0.5), pct(&mut cr, 0.5));
+            println!(
+                "{mib} MiB download (median of 3): tunnelled {t:.0} MiB/s, terminated {c:.0} MiB/s: terminated/tunnelled {:.0} %",
+                100.0 * c / t
+            );
+        });
+    }
 }

@@ -208,6 +208,24 @@ mod tests {
     }
 
     #[test]
+    fn a_ca_goes_with_its_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("egress");
+        let ca = crate::egress::ca::Ca::generate(&["a.example".into()]).unwrap();
+        let r = Record {
+            ca: Some(ca.stored()),
+            ..record("c", "/run/runc")
+        };
+        write(&dir, &r).unwrap();
+        let back = list(&dir).pop().unwrap().1.unwrap();
+        assert_eq!(back, r);
+        let again = crate::egress::ca::Ca::restore(back.ca.as_ref().unwrap()).unwrap();
+        assert_eq!(again.cert_pem(), ca.cert_pem());
+        remove(&dir, Path::new("/run/runc"), "c");
+        assert!(list(&dir).is_empty());
+    }
+
+    #[test]
     fn ids_and_roots_cannot_escape() {
         let dir = Path::new("/d");
         assert!(path(dir, Path::new("/r"), "../x").is_err());

@@ -1,0 +1,543 @@
+//! Credential injection through the egress proxy, in-process on loopback:
+//! a TLS upstream with a test CA of its own (named by `upstream_ca`), a
+//! stand-in resolver taking the test names to a documentation address and
+//! a dialer taking that to the upstream. Needs root (secret files must be
+//! root's), as the daemon does.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, KeyUsagePurpose,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use vibe_hooks::egress::ca::{provider, Ca};
+use vibe_hooks::egress::proxy::{Container, Credentials, Dial, Proxy, ProxySettings, Resolve};
+use vibe_policy::config::{NetworkMode, NetworkSection};
+use vibe_policy::egress::credential::{Binding, Inject};
+use vibe_policy::egress::inject::basic_encode;
+
+const KEY_P: &str = "sk-ant-PLACEHOLDERaaaaaaaaaaaaaaaa";
+const GIT_P: &str = "ghp_PLACEHOLDERbbbbbbbbbbbbbbbbbbbb";
+const SECRET: &str = "sk-ant-REAL-SECRET-0123456789";
+const GIT_SECRET: &str = "ghs_REAL-GIT-TOKEN-987654321";
+
+struct Resolver;
+impl Resolve for Resolver {
+    fn resolve<'a>(&'a self, _: &'a str, port: u16) -> BoxFuture<'a, io::Result<Vec<SocketAddr>>> {
+        Box::pin(async move { Ok(vec![SocketAddr::new("203.0.113.5".parse().unwrap(), port)]) })
+    }
+}
+
+struct Dialer(SocketAddr);
+impl Dial for Dialer {
+    fn dial(&self, _: SocketAddr) -> BoxFuture<'_, io::Result<TcpStream>> {
+        Box::pin(TcpStream::connect(self.0))
+    }
+}
+
+/// The upstream's own CA and server certificate (for every test name).
+struct UpstreamPki {
+    ca_pem: String,
+    cert: CertificateDer<'static>,
+    key_der: Vec<u8>,
+}
+
+fn upstream_pki() -> UpstreamPki {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::default();
+    p.distinguished_name
+        .push(DnType::CommonName, "test upstream CA");
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    let ca = p.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let names = ["api.example", "git.example", "plain.example"];
+    let leaf = CertificateParams::new(names.map(String::from).to_vec())
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    UpstreamPki {
+        ca_pem: ca.pem(),
+        cert: leaf.der().clone(),
+        key_der: key.serialize_der(),
+    }
+}
+
+/// An HTTPS upstream: answers each connection's first request with the
+/// head it saw as its body, then closes; records every byte per connection.
+async fn upstream(pki: &UpstreamPki, seen: Arc<Mutex<Vec<Vec<u8>>>>) -> SocketAddr {
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.key_der.clone()));
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![pki.cert.clone()], key)
+        .unwrap();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            let acceptor = acceptor.clone();
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(s).await else {
+                    return;
+                };
+                let idx = {
+                    let mut v = seen.lock().unwrap();
+                    v.push(Vec::new());
+                    v.len() - 1
+                };
+                let mut got = Vec::new();
+                let mut buf = [0u8; 16384];
+                let mut answered = false;
+                loop {
+                    let n = match tls.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    got.extend_from_slice(&buf[..n]);
+                    seen.lock().unwrap()[idx] = got.clone();
+                    if !answered {
+                        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                            answered = true;
+                            let body = got[..end + 4].to_vec();
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                body.len()
+                            );
+                            let _ = tls.write_all(head.as_bytes()).await;
+                            let _ = tls.write_all(&body).await;
+                            // Wait for anything else the proxy might send.
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            let _ = tls.shutdown().await;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+struct Lab {
+    proxy: SocketAddr,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+    log: PathBuf,
+    key_file: PathBuf,
+    git_file: PathBuf,
+    pki: UpstreamPki,
+    creds: Arc<Credentials>,
+    _dir: tempfile::TempDir,
+}
+
+fn write_secret(path: &Path, value: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, format!("{value}\n")).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+async fn lab() -> Lab {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = upstream_pki();
+    let ca_file = dir.path().join("upstream-ca.pem");
+    std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+    let key_file = dir.path().join("anthropic");
+    let git_file = dir.path().join("git");
+    write_secret(&key_file, SECRET);
+    write_secret(&git_file, GIT_SECRET);
+    let bindings = vec![
+        Binding {
+            name: "anthropic".into(),
+            hosts: vec!["api.example".into()],
+            inject: Inject::Header {
+                name: "x-api-key".into(),
+                scheme: None,
+            },
+            source: key_file.clone(),
+            placeholder: KEY_P.into(),
+        },
+        Binding {
+            name: "git".into(),
+            hosts: vec!["git.example".into()],
+            inject: Inject::Basic {
+                user: "x-access-token".into(),
+            },
+            source: git_file.clone(),
+            placeholder: GIT_P.into(),
+        },
+    ];
+    let ca = Ca::generate(&["api.example".into(), "git.example".into()]).unwrap();
+    let creds = Arc::new(Credentials::new(bindings, ca));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let up = upstream(&pki, seen.clone()).await;
+    let log = dir.path().join("egress.jsonl");
+    let settings = ProxySettings {
+        log_path: log.clone(),
+        ..ProxySettings::default()
+    };
+    let proxy = Proxy::with_net(settings, Arc::new(Resolver), Arc::new(Dialer(up))).unwrap();
+    let container = Arc::new(Container {
+        id: "cred-test".into(),
+        network: NetworkSection {
+            mode: NetworkMode::Proxy,
+            hosts: vec![
+                "api.example".into(),
+                "git.example".into(),
+                "plain.example".into(),
+            ],
+            upstream_ca: Some(ca_file),
+            ..NetworkSection::default()
+        },
+        credentials: Some(creds.clone()),
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(proxy.serve(listener, container));
+    Lab {
+        proxy: addr,
+        seen,
+        log,
+        key_file,
+        git_file,
+        pki,
+        creds,
+        _dir: dir,
+    }
+}
+
+fn client_config(roots_pem: &str, alpn: &[&[u8]]) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    for c in rustls_pem(roots_pem) {
+        roots.add(c).unwrap();
+    }
+    let mut config = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+fn rustls_pem(pem: &str) -> Vec<CertificateDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+type Tls = tokio_rustls::client::TlsStream<TcpStream>;
+
+impl Lab {
+    /// CONNECT `host`:443, then TLS trusting `roots_pem`.
+    async fn tls(&self, host: &str, roots_pem: &str, alpn: &[&[u8]]) -> io::Result<Tls> {
+        let mut s = TcpStream::connect(self.proxy).await?;
+        s.write_all(format!("CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n\r\n").as_bytes())
+            .await?;
+        let mut ok = vec![0u8; 39];
+        s.read_exact(&mut ok).await?;
+        assert!(ok.starts_with(b"HTTP/1.1 200"), "{ok:?}");
+        let name = ServerName::try_from(host.to_string()).unwrap();
+        tokio_rustls::TlsConnector::from(client_config(roots_pem, alpn))
+            .connect(name, s)
+            .await
+    }
+
+    /// One request through a terminated `host`: the response.
+    async fn ask(&self, host: &str, req: &str) -> String {
+        let mut tls = self
+            .tls(host, self.creds.ca.cert_pem(), &[b"http/1.1"])
+            .await
+            .expect("terminated handshake");
+        tls.write_all(req.as_bytes()).await.unwrap();
+        read_all(&mut tls).await
+    }
+
+    fn upstream_saw(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+
+    async fn log_lines(&self, want: usize) -> Vec<serde_json::Value> {
+        for _ in 0..100 {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if text.lines().count() >= want {
+                return text
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("fewer than {want} log lines");
+    }
+}
+
+async fn read_all<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16384];
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn body(resp: &str) -> &str {
+    resp.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("")
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+#[tokio::test]
+async fn the_bound_header_gets_the_secret_once_and_nothing_is_logged_of_it() {
+    if !is_root() {
+        return;
+    }
+    let lab = lab().await;
+    // A bound path, an unbound one, and a second request pipelined on the
+    // same connection (never forwarded).
+    for path in ["/v1/messages", "/some/other/path"] {
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\nConnection: keep-alive\r\n\r\n\
+             GET /second HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n"
+        );
+        let resp = lab.ask("api.example", &req).await;
+        assert!(resp.starts_with("HTTP/1.1 200 OK"), "{resp}");
+        let saw = body(&resp);
+        assert!(saw.contains(&format!("x-api-key: {SECRET}\r\n")), "{saw}");
+        assert!(saw.contains("Connection: close\r\n"), "{saw}");
+        assert!(!saw.contains("keep-alive"), "{saw}");
+    }
+    let all = lab.upstream_saw();
+    assert_eq!(all.len(), 2);
+    for conn in &all {
+        assert_eq!(conn.matches("GET ").count(), 1, "{conn}");
+        assert!(!conn.contains("/second"), "{conn}");
+        assert!(!conn.contains(KEY_P), "{conn}");
+    }
+    let lines = lab.log_lines(2).await;
+    for l in &lines {
+        assert_eq!(l["kind"], "inject", "{l}");
+        assert_eq!(l["decision"], "allow", "{l}");
+        assert_eq!(l["credential"], "anthropic", "{l}");
+        assert!(l["bytes_down"].as_u64().unwrap() > 0, "{l}");
+    }
+    let text = std::fs::read_to_string(&lab.log).unwrap();
+    assert!(
+        !text.contains(SECRET) && !text.contains(GIT_SECRET),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn basic_is_reencoded_with_the_real_token() {
+    if !is_root() {
+        return;
+    }
+    let lab = lab().await;
+    let b64 = basic_encode("x-access-token", GIT_P);
+    let resp = lab
+        .ask(
+            "git.example",
+            &format!("GET /r.git/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: git.example\r\nAuthorization: Basic {b64}\r\n\r\n"),
+        )
+        .await;
+    let want = basic_encode("x-access-token", GIT_SECRET);
+    assert!(
+        body(&resp).contains(&format!("Authorization: Basic {want}\r\n")),
+        "{resp}"
+    );
+}
+
+#[tokio::test]
+async fn a_placeholder_elsewhere_is_a_logged_misuse() {
+    if !is_root() {
+        return;
+    }
+    let lab = lab().await;
+    // The API key's placeholder to the git host (terminated, not its host).
+    let resp = lab
+        .ask(
+            "git.example",
+            &format!("GET / HTTP/1.1\r\nHost: git.example\r\nx-api-key: {KEY_P}\r\n\r\n"),
+        )
+        .await;
+    assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+    assert!(body(&resp).starts_with("vibe-shim egress: "), "{resp}");
+    // In plain HTTP to an allowed host.
+    let mut s = TcpStream::connect(lab.proxy).await.unwrap();
+    s.write_all(
+        format!("GET http://plain.example/?k={KEY_P} HTTP/1.1\r\nHost: plain.example\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let resp = read_all(&mut s).await;
+    assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+    assert!(body(&resp).starts_with("vibe-shim egress: "), "{resp}");
+    // Upgrade on the bound host: refused, never passed on.
+    let resp = lab
+        .ask(
+            "api.example",
+            &format!("GET /ws HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"),
+        )
+        .await;
+    assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+    assert!(body(&resp).contains("Upgrade"), "{resp}");
+    assert!(lab.upstream_saw().iter().all(|c| !c.contains("GET ")));
+    let lines = lab.log_lines(3).await;
+    let misuse: Vec<_> = lines.iter().filter(|l| l["kind"] == "misuse").collect();
+    assert_eq!(misuse.len(), 2, "{lines:?}");
+    for l in misuse {
+        assert_eq!(l["credential"], "anthropic", "{l}");
+        assert_eq!(l["decision"], "deny", "{l}");
+    }
+}
+
+#[tokio::test]
+async fn a_rotated_secret_is_used_and_a_missing_one_is_a_502() {
+    if !is_root() {
+        return;
+    }
+    let lab = lab().await;
+    let req = format!("GET / HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n");
+    write_secret(&lab.key_file, "sk-ant-ROTATED-1111");
+    let resp = lab.ask("api.example", &req).await;
+    assert!(
+        body(&resp).contains("x-api-key: sk-ant-ROTATED-1111\r\n"),
+        "{resp}"
+    );
+    std::fs::remove_file(&lab.key_file).unwrap();
+    let resp = lab.ask("api.example", &req).await;
+    assert!(resp.starts_with("HTTP/1.1 502"), "{resp}");
+    let b = body(&resp);
+    assert!(
+        b.starts_with("vibe-shim egress: ") && b.contains("credential anthropic"),
+        "{b}"
+    );
+    // The git credential is unaffected.
+    assert!(lab.git_file.exists());
+}
+
+#[tokio::test]
+async fn a_host_without_a_credential_is_still_end_to_end_tls() {
+    if !is_root() {
+        return;
+    }
+    let lab = lab().await;
+    let tls = lab
+        .tls("plain.example", &lab.pki.ca_pem, &[b"http/1.1"])
+        .await
+        .expect("the upstream's own certificate");
+    let (_, conn) = tls.get_ref();
+    let peer = conn.peer_certificates().unwrap();
+    assert_eq!(peer[0], lab.pki.cert);
+    // The container's CA would not do for it.
+    assert!(lab
+        .tls("plain.example", lab.creds.ca.cert_pem(), &[b"http/1.1"])
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn an_h2_only_client_fails_the_handshake() {
+    if !is_root() {
+        return;
+    }
+    let lab = lab().await;
+    let r = lab
+        .tls("api.example", lab.creds.ca.cert_pem(), &[b"h2"])
+        .await;
+    assert!(r.is_err(), "h2-only handshake succeeded");
+    let lines = lab.log_lines(1).await;
+    assert_eq!(lines[0]["decision"], "deny");
+    assert!(
+        lines[0]["rule"].as_str().unwrap().contains("HTTP/1.1 only"),
+        "{}",
+        lines[0]
+    );
+}
+
+/// A leaf signed by hand with `ca`'s stored key, for `name`.
+fn hand_minted(ca: &Ca, name: &str) -> CertificateDer<'static> {
+    let stored = ca.stored();
+    let key = KeyPair::from_pem(&stored.key_pem).unwrap();
+    let mut p = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "vibe-shim egress credential CA");
+    dn.push(DnType::OrganizationName, "vibe-shim");
+    p.distinguished_name = dn;
+    p.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    p.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    let issuer = p.self_signed(&key).unwrap();
+    let leaf_key = KeyPair::generate().unwrap();
+    let mut lp = CertificateParams::new(vec![name.to_string()]).unwrap();
+    lp.use_authority_key_identifier_extension = true;
+    lp.signed_by(&leaf_key, &issuer, &key)
+        .unwrap()
+        .der()
+        .clone()
+}
+
+#[tokio::test]
+async fn the_leaf_verifies_and_the_ca_vouches_for_no_other_name() {
+    if !is_root() {
+        return;
+    }
+    let lab = lab().await;
+    let tls = lab
+        .tls("api.example", lab.creds.ca.cert_pem(), &[b"http/1.1"])
+        .await
+        .unwrap();
+    let leaf = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+    let mut roots = RootCertStore::empty();
+    for c in rustls_pem(lab.creds.ca.cert_pem()) {
+        roots.add(c).unwrap();
+    }
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .unwrap();
+    let verify = |cert: &CertificateDer<'_>, name: &str| {
+        verifier.verify_server_cert(
+            cert,
+            &[],
+            &ServerName::try_from(name.to_string()).unwrap(),
+            &[],
+            UnixTime::now(),
+        )
+    };
+    use rustls::client::danger::ServerCertVerifier;
+    verify(&leaf, "api.example").expect("the minted leaf verifies");
+    // Signed by hand with the CA's own key: a bound name passes (so the
+    // hand-minting is sound), any other name fails on the constraints.
+    let ca = &lab.creds.ca;
+    verify(&hand_minted(ca, "git.example"), "git.example").expect("a bound name");
+    let err = verify(&hand_minted(ca, "evil.example"), "evil.example").unwrap_err();
+    assert!(format!("{err:?}").contains("NameConstraint"), "{err:?}");
+}
