@@ -173,3 +173,62 @@ mod tests {
         assert!(write_atomic(&dir.path().join("no/such/dir/f"), b"x", 0o600).is_err());
     }
 }
+
+/// Why a root-private file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateFileError {
+    #[error("cannot open {path} (without following a symlink): {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{path} must be a regular file of root's, mode 0600 or tighter (uid {uid}, mode {mode:04o})"
+    )]
+    NotPrivate { path: PathBuf, uid: u32, mode: u32 },
+    #[error("{path} is larger than {max} bytes")]
+    TooLarge { path: PathBuf, max: u64 },
+}
+
+impl PrivateFileError {
+    /// The file is not there at all (an optional secret may be absent).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, PrivateFileError::Open { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// The bytes of `path`, read the one way a secret is read: opened without
+/// following a symlink, judged on that descriptor (a regular file of
+/// root's, no group or other bits), at most `max` bytes.
+pub fn read_private(path: &Path, max: u64) -> Result<Vec<u8>, PrivateFileError> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let open = |source| PrivateFileError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(open)?;
+    let meta = file.metadata().map_err(open)?;
+    if !meta.file_type().is_file() || meta.uid() != 0 || meta.mode() & 0o077 != 0 {
+        return Err(PrivateFileError::NotPrivate {
+            path: path.to_path_buf(),
+            uid: meta.uid(),
+            mode: meta.mode() & 0o7777,
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes).map_err(open)?;
+    if bytes.len() as u64 > max {
+        bytes.fill(0);
+        return Err(PrivateFileError::TooLarge {
+            path: path.to_path_buf(),
+            max,
+        });
+    }
+    Ok(bytes)
+}

@@ -159,15 +159,13 @@ fn check(policy: &Policy) -> Checked {
 /// printed): a missing optional one is a warning, anything else that would
 /// refuse a create is the error.
 fn credential_files(policy: &Policy) -> (Vec<String>, Option<String>) {
-    use crate::sys::credentials::{open_secret, CredentialError};
+    use crate::sys::credentials::{read_secret_file, CredentialError};
     let mut warnings = Vec::new();
     let mut error = None;
     for c in &policy.network.credentials {
-        match open_secret(&c.name, &c.source) {
-            Ok(_) => {}
-            Err(CredentialError::Open { source, .. })
-                if c.optional && source.kind() == std::io::ErrorKind::NotFound =>
-            {
+        match read_secret_file(&c.name, &c.source) {
+            Ok(mut bytes) => bytes.fill(0),
+            Err(CredentialError::File { source, .. }) if c.optional && source.is_missing() => {
                 warnings.push(format!(
                     "credential {}: {} does not exist: containers get no {} until it does",
                     c.name,

@@ -16,9 +16,10 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use vibe_hooks::fsio::{read_private, PrivateFileError};
 use vibe_policy::config::Policy;
 use vibe_policy::egress::credential::{placeholder, Binding};
 use vibe_policy::egress::inject::{secret_from_file, SecretError};
@@ -35,27 +36,16 @@ const SYSTEM_ROOTS: [&str; 3] = [
 ];
 /// Random bytes drawn per credential.
 const RANDOM_PER_SECRET: usize = MAX_SECRET as usize;
-/// Longer is no API key: refused before it is read whole.
+/// Longer is no header value: refused before it is read whole.
 const MAX_SECRET: u64 = 8 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
-    #[error("credential {name}: cannot open {path} (without following a symlink): {source}")]
-    Open {
+    #[error("credential {name}: {source}")]
+    File {
         name: String,
-        path: PathBuf,
         #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "credential {name}: {path} must be a regular file of root's, mode 0600 or tighter \
-         (uid {uid}, mode {mode:o})"
-    )]
-    NotPrivate {
-        name: String,
-        path: PathBuf,
-        uid: u32,
-        mode: u32,
+        source: PrivateFileError,
     },
     #[error("credential {name}: {path}: {source}")]
     Secret {
@@ -74,32 +64,13 @@ pub enum CredentialError {
     },
 }
 
-/// Opens `path` for reading as a secret must be: no symlink followed, a
-/// regular file of root's that nobody else may read or write.
-pub fn open_secret(name: &str, path: &Path) -> Result<File, CredentialError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| CredentialError::Open {
-            name: name.to_string(),
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let meta = file.metadata().map_err(|source| CredentialError::Open {
+/// The bytes of credential `name`'s secret file, read as the egress daemon
+/// reads it ([`read_private`]); the caller zeroes them.
+pub fn read_secret_file(name: &str, path: &Path) -> Result<Vec<u8>, CredentialError> {
+    read_private(path, MAX_SECRET).map_err(|source| CredentialError::File {
         name: name.to_string(),
-        path: path.to_path_buf(),
         source,
-    })?;
-    if !meta.file_type().is_file() || meta.uid() != 0 || meta.mode() & 0o077 != 0 {
-        return Err(CredentialError::NotPrivate {
-            name: name.to_string(),
-            path: path.to_path_buf(),
-            uid: meta.uid(),
-            mode: meta.mode() & 0o7777,
-        });
-    }
-    Ok(file)
+    })
 }
 
 /// The container's bindings, one per credential whose file is there (an
@@ -117,28 +88,14 @@ pub fn bindings(policy: &Policy) -> Result<Vec<Binding>, CredentialError> {
         .map_err(CredentialError::Random)?;
     let mut out = Vec::new();
     for (section, random) in sections.iter().zip(random.chunks(RANDOM_PER_SECRET)) {
-        let file = match open_secret(&section.name, &section.source) {
-            Err(CredentialError::Open { source, .. })
-                if section.optional && source.kind() == std::io::ErrorKind::NotFound =>
+        let mut bytes = match read_secret_file(&section.name, &section.source) {
+            Err(CredentialError::File { source, .. })
+                if section.optional && source.is_missing() =>
             {
                 continue
             }
             other => other?,
         };
-        let mut bytes = Vec::new();
-        let read = file.take(MAX_SECRET + 1).read_to_end(&mut bytes);
-        let read = read.and_then(|n| match n as u64 > MAX_SECRET {
-            true => Err(std::io::Error::other("longer than 8 KiB: no header value")),
-            false => Ok(n),
-        });
-        if let Err(source) = read {
-            bytes.fill(0);
-            return Err(CredentialError::Open {
-                name: section.name.clone(),
-                path: section.source.clone(),
-                source,
-            });
-        }
         let secret = secret_from_file(&bytes).map_err(|source| CredentialError::Secret {
             name: section.name.clone(),
             path: section.source.clone(),
@@ -257,23 +214,27 @@ mod tests {
         for mode in [0o640, 0o604, 0o644, 0o660] {
             let path = secret_file(dir.path(), mode);
             let err = bindings(&policy_with(&path, false)).unwrap_err();
-            assert!(
-                matches!(err, CredentialError::NotPrivate { .. }),
-                "{mode:o}: {err}"
+            let not_private = matches!(
+                err,
+                CredentialError::File {
+                    source: PrivateFileError::NotPrivate { .. },
+                    ..
+                }
             );
+            assert!(not_private, "{mode:o}: {err}");
             assert!(!err.to_string().contains("abcdef"), "{err}");
         }
         let target = secret_file(dir.path(), 0o600);
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let err = bindings(&policy_with(&link, false)).unwrap_err();
-        assert!(matches!(err, CredentialError::Open { .. }), "{err}");
+        assert!(matches!(err, CredentialError::File { .. }), "{err}");
         let missing = dir.path().join("missing");
         assert!(bindings(&policy_with(&missing, false)).is_err());
         // Optional: a missing file is skipped, nothing else is.
         assert!(bindings(&policy_with(&missing, true)).unwrap().is_empty());
         let link_err = bindings(&policy_with(&link, true)).unwrap_err();
-        assert!(matches!(link_err, CredentialError::Open { .. }));
+        assert!(matches!(link_err, CredentialError::File { .. }));
     }
 
     #[test]

@@ -101,42 +101,12 @@ const MAX_SECRET: u64 = 64 * 1024;
 /// request): a regular file, root's, no group or other bits, opened
 /// without following a symlink and checked on the opened fd.
 pub fn read_secret(path: &Path) -> Result<String, String> {
-    use nix::fcntl::OFlag;
-    use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let at = path.display();
-    let flags = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-        .map_err(|e| format!("cannot open its secret {at}: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot stat its secret {at}: {e}"))?;
-    if !meta.file_type().is_file() {
-        return Err(format!("its secret {at} is not a regular file"));
-    }
-    if meta.uid() != 0 {
-        return Err(format!(
-            "its secret {at} is owned by uid {}, not root",
-            meta.uid()
-        ));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "its secret {at} has mode {:04o}; it must be 0600 (no group or other access)",
-            meta.mode() & 0o7777
-        ));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_SECRET + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read its secret {at}: {e}"))?;
-    if bytes.len() as u64 > MAX_SECRET {
-        return Err(format!("its secret {at} is larger than {MAX_SECRET} bytes"));
-    }
-    inject::secret_from_file(&bytes).map_err(|e| format!("its secret {at}: {e}"))
+    let mut bytes =
+        crate::fsio::read_private(path, MAX_SECRET).map_err(|e| format!("its secret: {e}"))?;
+    let secret =
+        inject::secret_from_file(&bytes).map_err(|e| format!("its secret {}: {e}", path.display()));
+    bytes.fill(0);
+    secret
 }
 
 /// The plan with `Connection: close` as its only connection header (the
