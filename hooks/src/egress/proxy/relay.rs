@@ -83,6 +83,18 @@ struct Activity {
 }
 
 impl Activity {
+    /// Returns once no byte moved either way for `idle`.
+    async fn quiet_for(&self, idle: Duration) {
+        loop {
+            let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let quiet = self.start.elapsed().saturating_sub(last);
+            if quiet >= idle {
+                return;
+            }
+            tokio::time::sleep(idle - quiet).await;
+        }
+    }
+
     fn touch(&self) {
         let ms = self.start.elapsed().as_millis() as u64;
         self.last_ms.store(ms, Ordering::Relaxed);
@@ -133,16 +145,7 @@ pub async fn relay(
             None => pump(&mut ur, &mut cw, &counts.down, &activity).await,
         }
     };
-    let watch = async {
-        loop {
-            let last = Duration::from_millis(activity.last_ms.load(Ordering::Relaxed));
-            let quiet = activity.start.elapsed().saturating_sub(last);
-            if quiet >= idle {
-                return;
-            }
-            tokio::time::sleep(idle - quiet).await;
-        }
-    };
+    let watch = activity.quiet_for(idle);
     tokio::select! {
         r = async { tokio::try_join!(up, down) } => r.map(|_| ()),
         _ = watch => Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout")),
@@ -186,16 +189,7 @@ where
         uw.flush().await
     };
     let down = pump(&mut ur, &mut cw, &counts.down, &activity);
-    let watch = async {
-        loop {
-            let last = Duration::from_millis(activity.last_ms.load(Ordering::Relaxed));
-            let quiet = activity.start.elapsed().saturating_sub(last);
-            if quiet >= idle {
-                return;
-            }
-            tokio::time::sleep(idle - quiet).await;
-        }
-    };
+    let watch = activity.quiet_for(idle);
     tokio::select! {
         r = async { tokio::try_join!(up, down) } => r.map(|_| ()),
         _ = watch => Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout")),
