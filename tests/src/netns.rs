@@ -149,7 +149,9 @@ impl Netns {
         self.wait_listening(&port.to_string(), "udp");
     }
 
-    fn wait_listening(&self, port: &str, proto: &str) {
+    /// Waits (5 s at most) until something listens on `port` (`proto`:
+    /// "tcp" or "udp") in the namespace; panics otherwise.
+    pub fn wait_listening(&self, port: &str, proto: &str) {
         let flag = if proto == "tcp" { "-ltn" } else { "-lun" };
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {

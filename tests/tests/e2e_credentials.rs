@@ -87,7 +87,7 @@ impl Upstream {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         ns.spawn(&args);
         ns.tcp_server(8080);
-        wait_listening(&ns, 443);
+        ns.wait_listening("443", "tcp");
         let hosts = HostsBlock::add(
             "e2e_credentials",
             &[(API, &service), (GIT, &service), (PLAIN, &service)],
@@ -103,18 +103,6 @@ impl Upstream {
     fn received(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-}
-
-fn wait_listening(ns: &Netns, port: u16) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::time::Instant::now() < deadline {
-        let out = ns.exec(&["ss", "-H", "-ltn", "sport", "=", &format!(":{port}")]);
-        if !out.stdout.is_empty() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the TLS test host never listened on {port}");
 }
 
 /// The test host's own CA and its certificate for the three names.
