@@ -80,11 +80,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
     // The placeholders are made before the judge: the rule writes them.
     let credentials = match crate::sys::credentials::bindings(&ctx.policy) {
         Ok(found) => found,
-        Err(e) => {
-            let field = "/network/credentials";
-            let denial = Denial::new("credentials", field, "", e.to_string());
-            return Outcome::refused(container_id, denial);
-        }
+        Err(e) => return Outcome::refused(container_id, credentials_denial(&e)),
     };
     // Named whenever the policy has credentials, so the rule knows this
     // container's own mount in an engine's spec fed back.
@@ -120,16 +116,8 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
                 write_private_spec(&private, &judged)
                     .and_then(|()| record_engine_bundle(&private, &create.bundle))
                     .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
-                crate::sys::credentials::write_state(&private, &create.credentials).map_err(
-                    |e| {
-                        refusal(Denial::new(
-                            "credentials",
-                            "/network/credentials",
-                            "",
-                            e.to_string(),
-                        ))
-                    },
-                )?;
+                crate::sys::credentials::write_state(&private, &create.credentials)
+                    .map_err(|e| refusal(credentials_denial(&e)))?;
                 // The engine's copy is informational only (runc reads the
                 // private one): engines that read config.json back see what runs.
                 write_atomically(&spec_path, &rewrite.document)
@@ -200,6 +188,12 @@ fn private_dir(create: &CreateContext) -> Result<PathBuf, CreateError> {
     state_dir::remove(&dir).map_err(fail(&dir))?;
     state_dir::ensure_private(&dir).map_err(fail(&dir))?;
     Ok(dir)
+}
+
+/// A create refused over the policy's credentials (never their secrets:
+/// the error names the credential and its file).
+fn credentials_denial(e: &crate::sys::credentials::CredentialError) -> Denial {
+    Denial::new("credentials", "/network/credentials", "", e.to_string())
 }
 
 /// Writes the judged spec as `config.json` in the private directory.
