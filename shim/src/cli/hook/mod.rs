@@ -133,16 +133,26 @@ fn run_hook(config: &Path, hook: Hook, stdin: &mut dyn Read) -> Result<(), HookV
             vibe_hooks::run_network_hook(&state, &policy.network).map_err(network)?;
             // Mode "proxy": the wall is up; now the proxy's listeners.
             let runc_root = crate::sys::state_dir::runc_root(runc_root_arg(&args));
-            let id = vibe_hooks::state::ContainerState::parse(&state)
-                .map_err(|e| network(e.into()))?
-                .id;
+            // Only a policy with credentials has a create that wrote any
+            // (config validation allows them in mode "proxy" only).
+            let dir = match policy.network.credentials.is_empty() {
+                true => None,
+                false => {
+                    let id = vibe_hooks::state::ContainerState::parse(&state)
+                        .map_err(|e| network(e.into()))?
+                        .id;
+                    Some(crate::sys::state_dir::container_dir(&runc_root, &id)?)
+                }
+            };
             // What create wrote in the container's root-only directory.
-            let dir = crate::sys::state_dir::container_dir(&runc_root, &id)?;
-            let bindings = crate::sys::credentials::read_bindings(&dir)?;
+            let bindings = match &dir {
+                Some(dir) => crate::sys::credentials::read_bindings(dir)?,
+                None => Vec::new(),
+            };
             let ca = vibe_hooks::register_egress(&state, &policy.network, &runc_root, &bindings)
                 .map_err(network)?;
-            if let Some(pem) = ca {
-                crate::sys::credentials::append_ca(&dir, &pem)?;
+            if let (Some(dir), Some(pem)) = (&dir, ca) {
+                crate::sys::credentials::append_ca(dir, &pem)?;
             }
             Ok(())
         }
