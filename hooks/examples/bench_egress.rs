@@ -29,7 +29,10 @@
 //! proxy, the secret is injected, TLS again upstream) with a tunnelled one,
 //! against the same TLS upstream: the latency of one whole request (new
 //! connection, CONNECT, handshake(s), GET, response; p50/p99) and the
-//! throughput of one download (256 MiB by default).
+//! throughput of one download (256 MiB by default), unpaced and with the
+//! upstream's socket paced at each `--rates` rate (default 1,10 Gbit/s):
+//! unpaced, the upstream's TLS, the proxy's two TLS sessions and the
+//! client's share the same two cores, so the ratio is the CPU per byte.
 //!
 //! `packaging/bench-egress.sh [MiB] [rounds] [rates]` (raises the fd limit) or
 //! `cargo run --release -p vibe-hooks --example bench_egress -- [MiB]
@@ -357,13 +360,25 @@ fn start_proxy(
 
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("--credentials") {
-        let n: Vec<u64> = std::env::args()
-            .skip(2)
-            .map(|a| a.parse().expect("a number"))
-            .collect();
+        let mut rates = vec![1.0, 10.0];
+        let mut n: Vec<u64> = Vec::new();
+        let mut it = std::env::args().skip(2);
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--rates" => {
+                    let list = it.next().expect("--rates G1,G2,...");
+                    rates = list
+                        .split(',')
+                        .map(|r| r.parse().expect("Gbit/s"))
+                        .collect();
+                }
+                _ => n.push(a.parse().expect("a number")),
+            }
+        }
         return credentials::run(
             n.first().copied().unwrap_or(256),
             n.get(1).copied().unwrap_or(300) as usize,
+            &rates,
         );
     }
     let (mib, rounds, layout, rates) = args();
@@ -668,6 +683,7 @@ mod credentials {
                 tx.send(l.local_addr().unwrap()).unwrap();
                 while let Ok((s, _)) = l.accept().await {
                     s.set_nodelay(true).ok();
+                    pace(&s, PACING.load(Ordering::Relaxed));
                     let acceptor = acceptor.clone();
                     tokio::spawn(async move {
                         let Ok(mut tls) = acceptor.accept(s).await else {
@@ -741,7 +757,8 @@ mod credentials {
         s
     }
 
-    pub fn run(mib: u64, requests: usize) {
+    pub fn run(mib: u64, requests: usize, rates: &[f64]) {
+        let rates: Vec<f64> = std::iter::once(0.0).chain(rates.iter().copied()).collect();
         let dir = tempfile::tempdir().expect("tempdir");
         let big = mib << 20;
         let (up, up_ca) = upstream(big);
@@ -842,16 +859,24 @@ mod credentials {
                     n as f64 / t.elapsed().as_secs_f64() / (1 << 20) as f64
                 }
             };
-            let (mut tr, mut cr) = (Vec::new(), Vec::new());
-            for _ in 0..3 {
-                tr.push(rate("tunnel.example").await);
-                cr.push(rate("cred.example").await);
+            for gbit in rates {
+                PACING.store((gbit * 1e9 / 8.0) as u64, Ordering::Relaxed);
+                let (mut tr, mut cr) = (Vec::new(), Vec::new());
+                for _ in 0..3 {
+                    tr.push(rate("tunnel.example").await);
+                    cr.push(rate("cred.example").await);
+                }
+                let (t, c) = (pct(&mut tr, 0.5), pct(&mut cr, 0.5));
+                let link = if gbit == 0.0 {
+                    "unpaced".to_string()
+                } else {
+                    format!("upstream paced at {gbit} Gbit/s")
+                };
+                println!(
+                    "{mib} MiB download, {link} (median of 3): tunnelled {t:.0} MiB/s, terminated {c:.0} MiB/s: terminated/tunnelled {:.0} %",
+                    100.0 * c / t
+                );
             }
-            let (t, c) = (pct(&mut tr, 0.5), pct(&mut cr, 0.5));
-            println!(
-                "{mib} MiB download (median of 3): tunnelled {t:.0} MiB/s, terminated {c:.0} MiB/s: terminated/tunnelled {:.0} %",
-                100.0 * c / t
-            );
         });
     }
 }

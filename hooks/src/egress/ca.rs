@@ -25,8 +25,11 @@ use rustls::ServerConfig;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde::{Deserialize, Serialize};
 
-/// How long a CA is valid.
-pub const CA_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+/// How long a CA is valid: longer than any container lives, since the
+/// container's bundle holds the certificate made at its start and is never
+/// re-issued. Its key stays in the daemon and its names are constrained, so
+/// a long life costs little; the leaves it signs live a week.
+pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// How long a leaf is valid, and how old a cached one may get.
 pub const LEAF_VALIDITY: Duration = Duration::from_secs(7 * 24 * 3600);
 const LEAF_REUSE: Duration = Duration::from_secs(6 * 24 * 3600);
