@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use vibe_shim_tests::docker::{self, Container};
-use vibe_shim_tests::egress::{one_hop_host, Daemon, HostsBlock};
+use vibe_shim_tests::egress::{eventually, one_hop_host, Daemon, HostsBlock};
 use vibe_shim_tests::env::env;
 use vibe_shim_tests::harness::Output;
 use vibe_shim_tests::netns::{must, run, Netns};
@@ -476,4 +476,36 @@ fn a_host_without_a_credential_stays_end_to_end_tls() {
     let api = exec(&c, &format!("curl -sSv https://{API}/ 2>&1; echo rc=$?"));
     assert_eq!(value_of(&api, "rc"), Some("0"), "{api}");
     assert!(!api.stdout.contains("vibe-test upstream CA"), "{api}");
+}
+
+/// The CA a container trusts lives in its bundle, made once at create: a
+/// restarted daemon must restore the same CA (and bindings) from its
+/// record, or every terminated request of a running container fails.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn a_restarted_daemon_keeps_injecting_for_a_running_container() {
+    let _serial = serial();
+    let mut s = setup();
+    let c = Container::new("cred-restart");
+    start_detached(&c);
+    let probe = format!("curl -sS https://{API}/v1/messages -H \"x-api-key: $VIBE_TEST_API_KEY\"");
+    let before = exec(&c, &probe);
+    assert!(
+        before.stdout.lines().any(|l| l == "key=real"),
+        "{before}\n{}",
+        s.daemon.log()
+    );
+    s.daemon.restart();
+    assert!(
+        eventually(10, || exec(&c, &probe)
+            .stdout
+            .lines()
+            .any(|l| l == "key=real")),
+        "after a restart: {}\n{}",
+        exec(&c, &probe),
+        s.daemon.log()
+    );
+    // curl verified the terminated TLS with the bundle made at create:
+    // the restarted daemon signs with the CA it had.
+    assert!(s.upstream.received().contains(&s.api));
 }
