@@ -194,7 +194,10 @@ impl Worktree {
         let mut bad = Vec::new();
         let mut todo = vec![self.path.clone()];
         while let Some(dir) = todo.pop() {
-            for entry in std::fs::read_dir(&dir).expect("read the worktree").flatten() {
+            for entry in std::fs::read_dir(&dir)
+                .expect("read the worktree")
+                .flatten()
+            {
                 let meta = entry.path().symlink_metadata().expect("stat");
                 if meta.uid() != uid || meta.gid() != gid {
                     bad.push(format!(
@@ -226,8 +229,20 @@ fn run_in(c: &Container, wt: &Worktree, script: &str) -> Output {
     let bind = format!("{0}:{0}", wt.dir());
     docker::docker_with(
         &[
-            "run", "--rm", "--name", &c.name, "--runtime", &rt, "-v", &bind, "-w", &wt.dir(), IMAGE,
-            "bash", "-c", script,
+            "run",
+            "--rm",
+            "--name",
+            &c.name,
+            "--runtime",
+            &rt,
+            "-v",
+            &bind,
+            "-w",
+            &wt.dir(),
+            IMAGE,
+            "bash",
+            "-c",
+            script,
         ],
         None,
         WORK,
@@ -255,13 +270,69 @@ const WHO: &str = "echo uid=$(id -u) gid=$(id -g);";
 
 fn assert_agent_user(out: &Output) {
     assert!(
-        out.stdout.contains(&format!("uid={AGENT_UID} gid={AGENT_UID}")),
+        out.stdout
+            .contains(&format!("uid={AGENT_UID} gid={AGENT_UID}")),
         "the process is not {AGENT_UID}:{AGENT_UID} inside: {out}"
     );
 }
 
 // ---------------------------------------------------------------------------
 // The tests
+
+/// The premise of every test below: the runtime's policy is the shipped
+/// one, the shipped worktree drop-in with only its source changed, and a
+/// harness drop-in with only the keys the harness must set.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn the_policy_is_the_shipped_one_plus_the_worktree_dropin() {
+    let config = agent_config();
+    let dir = config.parent().expect("policy dir");
+    let read =
+        |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let packaging = env().repo.join("packaging");
+    assert_eq!(
+        read(&config),
+        read(&packaging.join("config.toml")),
+        "not the shipped config.toml"
+    );
+    assert_eq!(
+        read(&dir.join("build.toml")),
+        read(&packaging.join("build.toml")),
+        "not the shipped build.toml"
+    );
+    let mut dropins: Vec<String> = std::fs::read_dir(dir.join("config.d"))
+        .expect("config.d")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    dropins.sort();
+    assert_eq!(dropins, ["10-worktrees.toml", "90-vibe-test.toml"]);
+    let shipped = read(&packaging.join("config.d/10-worktrees.toml"));
+    let want = shipped.replace(
+        "source = \"/srv/worktrees\"",
+        &format!("source = \"{}\"", worktree_root().display()),
+    );
+    assert_ne!(want, shipped, "the shipped drop-in names no /srv/worktrees");
+    assert_eq!(read(&dir.join("config.d/10-worktrees.toml")), want);
+    // The harness's own: test host names, the egress socket, the audit log,
+    // the sid dockerd's cgroup parent; nothing else.
+    let allowed = [
+        "[network]",
+        "hosts = ",
+        "egress_socket = ",
+        "[audit]",
+        "path = ",
+        "[resources]",
+        "cgroup_parents = ",
+    ];
+    for line in read(&dir.join("config.d/90-vibe-test.toml")).lines() {
+        let line = line.trim();
+        assert!(
+            line.is_empty() || line.starts_with('#') || allowed.iter().any(|a| line.starts_with(a)),
+            "the harness drop-in sets more than it must: {line}"
+        );
+    }
+}
 
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
@@ -329,7 +400,11 @@ fn pip_installs_from_the_local_index_through_the_proxy() {
              venv/bin/python -c 'import vibe_hello; print(\"module=\" + vibe_hello.hello())'"
         ),
     );
-    assert!(out.success(), "venv + pip install failed: {out}\n{}", world.story());
+    assert!(
+        out.success(),
+        "venv + pip install failed: {out}\n{}",
+        world.story()
+    );
     assert_agent_user(&out);
     assert_eq!(
         value_of(&out, "module"),
@@ -381,7 +456,11 @@ fn npm_installs_from_the_local_registry() {
              node -e 'console.log(\"module=\" + require(\"vibe-greet\")())'"
         ),
     );
-    assert!(out.success(), "npm install failed: {out}\n{}", world.story());
+    assert!(
+        out.success(),
+        "npm install failed: {out}\n{}",
+        world.story()
+    );
     assert_agent_user(&out);
     assert_eq!(
         value_of(&out, "module"),
@@ -459,7 +538,11 @@ fn make_j32_of_a_c_project_in_the_worktree() {
          %.o: %.c\n\t$(CC) -O2 -c -o $@ $<\n",
     );
     let c = Container::new("agent-make");
-    let out = run_in(&c, &wt, &format!("set -e; {WHO} make -j32 -s CC=gcc; ./prog"));
+    let out = run_in(
+        &c,
+        &wt,
+        &format!("set -e; {WHO} make -j32 -s CC=gcc; ./prog"),
+    );
     assert!(out.success(), "make -j32 failed: {out}");
     assert_agent_user(&out);
     let want = (1..=UNITS).sum::<u32>().to_string();
@@ -515,17 +598,44 @@ fn a_preview_port_on_loopback_answers() {
     let rt = runtime();
     let c = Container::new("agent-preview");
     // A dev server: socketserver (http.server's bind would look up a name).
-    let server = "import socketserver\n\
-class H(socketserver.StreamRequestHandler):\n\
-    def handle(self):\n\
-        self.rfile.readline()\n\
-        self.wfile.write(b'HTTP/1.0 200 OK\\r\\nContent-Length: 19\\r\\n\\r\\npreview from inside')\n\
-socketserver.TCPServer(('0.0.0.0', 8000), H).serve_forever()\n";
+    let server = r#"import socketserver
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.rfile.readline()
+        self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: 19\r\n\r\npreview from inside")
+socketserver.TCPServer(("0.0.0.0", 8000), H).serve_forever()
+"#;
     docker::docker(&[
-        "run", "-d", "--name", &c.name, "--runtime", &rt, "-p", &publish, IMAGE, "python3", "-c",
+        "run",
+        "-d",
+        "--name",
+        &c.name,
+        "--runtime",
+        &rt,
+        "-p",
+        &publish,
+        IMAGE,
+        "python3",
+        "-c",
         server,
     ])
     .ok();
+    // The dev server answers inside: what the host gets is the policy's doing.
+    let inside = || {
+        docker::docker(&[
+            "exec",
+            &c.name,
+            "bash",
+            "-c",
+            "exec 3<>/dev/tcp/127.0.0.1/8000 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3",
+        ])
+    };
+    assert!(
+        eventually(20, || inside().stdout.contains("preview from inside")),
+        "the dev server never answered inside the container: {}\n{}",
+        inside(),
+        docker::docker(&["logs", &c.name])
+    );
     let url = format!("http://127.0.0.1:{port}/");
     let mut last = None;
     let answered = eventually(20, || {
@@ -573,14 +683,25 @@ fn exec_logs_and_stop_on_a_running_agent() {
         "docker logs never showed the agent's first line: {}",
         logs()
     );
-    let out = docker::docker(&["exec", &c.name, "bash", "-c", &format!("{WHO} echo exec=ok")]);
+    let out = docker::docker(&[
+        "exec",
+        &c.name,
+        "bash",
+        "-c",
+        &format!("{WHO} echo exec=ok"),
+    ]);
     assert!(out.success(), "docker exec failed: {out}");
     assert_agent_user(&out);
     assert_eq!(value_of(&out, "exec"), Some("ok"), "{out}");
     // stop: SIGTERM reaches the agent's own handler, well before the
     // 20 s after which docker would kill it.
     let t0 = Instant::now();
-    docker::docker_with(&["stop", "-t", "20", &c.name], None, Duration::from_secs(60)).ok();
+    docker::docker_with(
+        &["stop", "-t", "20", &c.name],
+        None,
+        Duration::from_secs(60),
+    )
+    .ok();
     let took = t0.elapsed();
     let after = logs().ok();
     assert!(
