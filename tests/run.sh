@@ -8,7 +8,8 @@
 # 3. cargo fmt --check, cargo clippy -D warnings, unit + property tests,
 #    policy checks of the shipped configs, runc integration tests
 # 4. tests/env/up.sh: private dockerd, vibe-shim runtimes, busybox image
-# 5. the end-to-end suites against that dockerd
+# 5. the end-to-end suites against that dockerd (the agent suite last,
+#    after its Debian image)
 # 5b. the same suites on Debian sid's stack (tests/env/sid-run.sh)
 # 6. tests/env/down.sh, always (EXIT trap), also when a step fails
 #
@@ -203,10 +204,11 @@ filtered_note() {
     for arg in "$@"; do [ "$arg" = --skip ] && n=$((n + 1)); done
     [ "$n" = 0 ] || SUMMARY+=("NOTE  $1: $n test(s) filtered out for this stack (see its log)")
 }
-# Every e2e_*.rs suite but the network one, which runs alone below, and the
-# authz one, which needs its gated dockerd (step e2e-authz).
+# Every e2e_*.rs suite but the network one, which runs alone below, the
+# agent one (its image first, step e2e-agent) and the authz one, which needs
+# its gated dockerd (step e2e-authz).
 mapfile -t E2E_NAMES < <(find tests/tests -maxdepth 1 -name 'e2e_*.rs' ! -name e2e_network.rs \
-    ! -name e2e_authz.rs -printf '%f\n' | sed 's/\.rs$//' | sort)
+    ! -name e2e_agent.rs ! -name e2e_authz.rs -printf '%f\n' | sed 's/\.rs$//' | sort)
 read -ra DOCKER_SUITES <<<"$(suites "${E2E_NAMES[@]}")"
 if [ ${#DOCKER_SUITES[@]} -gt 0 ]; then
     mapfile -t E2E_SKIPS < <(e2e_skips "${VIBE_TEST_STATE:-/run/vibe-test}/env" "${E2E_NAMES[@]}")
@@ -220,6 +222,18 @@ read -ra NET_SUITE <<<"$(suites e2e_network)"
 if [ ${#NET_SUITE[@]} -gt 0 ]; then
     step e2e-network cargo test --release --no-fail-fast -p vibe-shim-tests "${NET_SUITE[@]}" \
         -- --ignored --test-threads=1 || true
+fi
+
+# ---- 5b. an agent at work ---------------------------------------------------
+# The agent image (Debian bookworm with git, python3, pip, nodejs, npm, gcc:
+# tests/env/agent-image.sh, cached under /var/tmp/vibe-test by its package
+# list), then e2e_agent under the shipped policy plus the worktree drop-in.
+read -ra AGENT_SUITE <<<"$(suites e2e_agent)"
+if [ ${#AGENT_SUITE[@]} -gt 0 ]; then
+    # Without its image the suite cannot run: the failed image step says so.
+    step agent-image bash tests/env/agent-image.sh "${VIBE_TEST_STATE:-/run/vibe-test}" &&
+        step e2e-agent cargo test --release --no-fail-fast -p vibe-shim-tests "${AGENT_SUITE[@]}" \
+            -- --ignored --test-threads=1 || true
 fi
 
 # ---- 5c. the authz gate, against a private dockerd of its own ----------------

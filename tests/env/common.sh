@@ -85,5 +85,52 @@ runtimes_json() {
             runtimes=$(jq --argjson e "$entry" '. + {"vibe-shim": $e}' <<<"$runtimes")
         fi
     done
+    # The agent suite's assembled policy (assemble_agent_policy), when there.
+    if [ -n "${AGENT_CONFIG:-}" ] && [ -f "$AGENT_CONFIG" ]; then
+        entry=$(jq -n --arg path "$SHIM_BIN" --arg cfg "$AGENT_CONFIG" \
+            '{path: $path, runtimeArgs: ["--config", $cfg]}')
+        runtimes=$(jq --argjson e "$entry" '. + {"vibe-shim-agent": $e}' <<<"$runtimes")
+    fi
     printf '%s\n' "$runtimes"
+}
+
+# The agent suite's policy (tests/tests/e2e_agent.rs), runtime
+# vibe-shim-agent: the shipped packaging/config.toml (and the build.toml its
+# profile names), the shipped config.d/10-worktrees.toml with its source
+# pointed at <dir>/worktrees, and one drop-in with only what the harness
+# must add: the test host's names, this stack's egress socket (the suite
+# starts that daemon), the test audit log, and on the sid stack its
+# dockerd's cgroup parent. One directory per stack ($1: its state dir),
+# under /var/tmp/vibe-test, which the sid tree shares. Sets AGENT_DIR and
+# AGENT_CONFIG.
+AGENT_HOSTS='"pypi.agent.vibe-test", "npm.agent.vibe-test"'
+assemble_agent_policy() {
+    local state=$1 cgroup_parent=${2:-} wt
+    AGENT_DIR=/var/tmp/vibe-test/agent/$(printf '%s' "$state" | tr / _)
+    AGENT_CONFIG=$AGENT_DIR/config.toml
+    install -d -m 0755 -o root -g root /var/tmp/vibe-test/agent "$AGENT_DIR" \
+        "$AGENT_DIR/config.d" "$AGENT_DIR/worktrees"
+    install -d -m 0700 -o root -g root "$AGENT_DIR/egress"
+    install -m 0644 -o root -g root "$REPO/packaging/config.toml" "$AGENT_DIR/config.toml.tmp"
+    install -m 0644 -o root -g root "$REPO/packaging/build.toml" "$AGENT_DIR/build.toml"
+    wt=$(sed "s|^source = \"/srv/worktrees\"\$|source = \"$AGENT_DIR/worktrees\"|" \
+        "$REPO/packaging/config.d/10-worktrees.toml")
+    grep -qx "source = \"$AGENT_DIR/worktrees\"" <<<"$wt" ||
+        die "packaging/config.d/10-worktrees.toml has no 'source = \"/srv/worktrees\"' line to point at the test worktrees"
+    printf '%s\n' "$wt" >"$AGENT_DIR/config.d/10-worktrees.toml"
+    {
+        echo "# Written by tests/env/common.sh (assemble_agent_policy): what the"
+        echo "# harness must add to the shipped policy, nothing that loosens it."
+        echo "[network]"
+        echo "hosts = [$AGENT_HOSTS]"
+        echo 'egress_socket = "egress/egress.sock"'
+        echo "[audit]"
+        echo "path = \"$AUDIT_DIR/audit.jsonl\""
+        if [ -n "$cgroup_parent" ]; then
+            echo "[resources]"
+            echo "cgroup_parents = [\"$cgroup_parent\"]"
+        fi
+    } >"$AGENT_DIR/config.d/90-vibe-test.toml"
+    chmod 0644 "$AGENT_DIR/config.d"/*.toml
+    mv "$AGENT_DIR/config.toml.tmp" "$AGENT_CONFIG"
 }

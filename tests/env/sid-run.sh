@@ -5,7 +5,8 @@
 #
 # sid-up.sh (a fresh debootstrapped tree, or DIR reused: see sid-up.sh),
 # then every tests/tests/e2e_*.rs suite against the sid dockerd as run.sh
-# runs them against the host's (e2e_network alone, one thread), then
+# runs them against the host's (e2e_network alone, one thread; e2e_agent
+# after its image), then
 # sid-down.sh, always. Exit status non-zero if any part failed.
 set -uo pipefail
 
@@ -45,8 +46,10 @@ suites=()
 net=()
 for file in tests/tests/e2e_*.rs; do
     name=$(basename "$file" .rs)
-    # e2e_authz needs the gated dockerd: its own step below.
+    # e2e_authz needs the gated dockerd, e2e_agent its image: their own
+    # steps below.
     [ "$name" = e2e_authz ] && continue
+    [ "$name" = e2e_agent ] && continue
     if [ "$name" = e2e_network ]; then net=(--test "$name"); else suites+=(--test "$name"); fi
 done
 # Tests this stack cannot run are left out by name, said on stderr.
@@ -62,6 +65,13 @@ fi
 if [ ${#net[@]} -gt 0 ]; then
     timed e2e-network cargo test --release --no-fail-fast -p vibe-shim-tests "${net[@]}" \
         -- --ignored --test-threads=1
+fi
+# The agent suite, after its Debian image is imported into the sid dockerd
+# (built once per package list and shared with the host stack's).
+if [ -f tests/tests/e2e_agent.rs ]; then
+    timed agent-image bash tests/env/agent-image.sh "$VIBE_TEST_STATE" &&
+        timed e2e-agent cargo test --release --no-fail-fast -p vibe-shim-tests --test e2e_agent \
+            -- --ignored --test-threads=1
 fi
 # The real lockdown inside the sid tree, after the lockdown-off
 # suites: the tree's runc diverted to vibe-shim, the e2e_lockdown canaries

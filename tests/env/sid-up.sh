@@ -152,6 +152,10 @@ ip link set "$SID_BRIDGE" up
 # crosses our bridge, in rules that name it (sid-down.sh deletes them).
 sid_forward_rules -I
 
+# The agent suite's policy: the shipped one plus the worktree drop-in
+# (not for a policy dir of its own, such as quickstart's).
+AGENT_CONFIG= AGENT_DIR=
+[ -n "${VIBE_TEST_POLICY_DIR:-}" ] || assemble_agent_policy "$SID_STATE" vibe-test-sid
 runtimes=$(runtimes_json)
 jq -n \
     --argjson runtimes "$runtimes" \
@@ -236,6 +240,8 @@ VIBE_TEST_BRIDGE=$SID_BRIDGE
 VIBE_TEST_GATEWAY=${SID_BRIDGE_CIDR%/*}
 VIBE_TEST_GATEWAY6=${SID_BRIDGE_CIDR6%::/64}::1
 VIBE_TEST_WORKTREES=$WORKTREES
+VIBE_TEST_AGENT_CONFIG=$AGENT_CONFIG
+VIBE_TEST_AGENT_DIR=$AGENT_DIR
 VIBE_TEST_AUDIT=$AUDIT_DIR/audit.jsonl
 VIBE_TEST_ROOTFS=$SID_STATE/busybox-rootfs
 VIBE_TEST_ROOTFS_TAR=$SID_STATE/busybox-rootfs.tar

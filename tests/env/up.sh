@@ -32,6 +32,11 @@ if ! ip -4 addr show dev "$BRIDGE" | grep -q "inet ${BRIDGE_CIDR%/*}/"; then
 fi
 ip link set "$BRIDGE" up
 
+# The agent suite's policy: the shipped one plus the worktree drop-in
+# (not for a policy dir of its own, such as quickstart's).
+AGENT_CONFIG= AGENT_DIR=
+[ -n "${VIBE_TEST_POLICY_DIR:-}" ] || assemble_agent_policy "$STATE"
+
 # daemon.json: one runtime per policy file; written only when it changes
 # so a re-run can tell whether to reload.
 runtimes=$(runtimes_json)
@@ -119,6 +124,8 @@ VIBE_TEST_BRIDGE=$BRIDGE
 VIBE_TEST_GATEWAY=${BRIDGE_CIDR%/*}
 VIBE_TEST_GATEWAY6=${BRIDGE_GW6}
 VIBE_TEST_WORKTREES=$WORKTREES
+VIBE_TEST_AGENT_CONFIG=$AGENT_CONFIG
+VIBE_TEST_AGENT_DIR=$AGENT_DIR
 VIBE_TEST_AUDIT=$AUDIT_DIR/audit.jsonl
 VIBE_TEST_ROOTFS=$ROOTFS
 VIBE_TEST_ROOTFS_TAR=$STATE/busybox-rootfs.tar

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,10 +25,35 @@ pub fn slot() -> u8 {
 
 /// A test policy's egress socket, resolved as the shim resolves it.
 pub fn socket_path(stem: &str) -> PathBuf {
-    let path = env().policy_path(stem);
-    let text = std::fs::read_to_string(&path).expect("a test policy");
-    let policy = vibe_policy::Policy::from_toml_str(&text, &path).expect("proxy.toml parses");
-    path.parent()
+    config_socket(&env().policy_path(stem))
+}
+
+/// The egress socket of the policy file `config` merged with its drop-ins
+/// (`<stem>.d/*.toml`, in name order), resolved as the shim resolves it:
+/// relative to the file's directory.
+pub fn config_socket(config: &Path) -> PathBuf {
+    use vibe_policy::config::merge::{merge_layers, Layer};
+    let layer = |path: &Path| Layer {
+        path: path.display().to_string(),
+        label: path.display().to_string(),
+        text: std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("policy file {}: {e}", path.display())),
+    };
+    let mut name = config.file_stem().expect("a file name").to_os_string();
+    name.push(".d");
+    let mut dropins: Vec<PathBuf> = std::fs::read_dir(config.with_file_name(name))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    dropins.sort();
+    let dropins: Vec<Layer> = dropins.iter().map(|p| layer(p)).collect();
+    let (policy, _) = merge_layers(&layer(config), &dropins)
+        .unwrap_or_else(|e| panic!("policy {} does not parse: {e}", config.display()));
+    config
+        .parent()
         .expect("policy dir")
         .join(policy.network.egress_socket)
 }
@@ -38,7 +63,7 @@ pub fn socket_path(stem: &str) -> PathBuf {
 
 pub struct Daemon {
     child: Option<Child>,
-    stem: String,
+    config: PathBuf,
     dir: tempfile::TempDir,
     socket: PathBuf,
 }
@@ -46,15 +71,21 @@ pub struct Daemon {
 impl Daemon {
     /// Starts one under `tests/policies/<stem>.toml`, on its socket.
     pub fn start(stem: &str) -> Daemon {
+        Daemon::start_config(&env().policy_path(stem))
+    }
+
+    /// Starts one under the policy file `config` (and its drop-ins), on
+    /// its socket.
+    pub fn start_config(config: &Path) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("vibe-egress-")
             .tempdir()
             .expect("temp dir");
         let mut daemon = Daemon {
             child: None,
-            stem: stem.to_string(),
+            config: config.to_path_buf(),
             dir,
-            socket: socket_path(stem),
+            socket: config_socket(config),
         };
         daemon.spawn();
         daemon
@@ -66,7 +97,7 @@ impl Daemon {
     }
 
     /// The control socket.
-    pub fn socket(&self) -> &std::path::Path {
+    pub fn socket(&self) -> &Path {
         &self.socket
     }
 
@@ -76,12 +107,12 @@ impl Daemon {
 
     /// Starts the daemon process (again, after [`Daemon::stop`]).
     pub fn spawn(&mut self) {
-        let policy = env().policy_path(&self.stem);
+        let policy = &self.config;
         let log = std::fs::File::create(self.dir.path().join("daemon.log")).expect("daemon log");
         let child = Command::new(&env().shim_bin)
             .arg("egress")
             .arg("--config")
-            .arg(&policy)
+            .arg(policy)
             .arg("--log")
             .arg(self.egress_log())
             .arg("--records")
