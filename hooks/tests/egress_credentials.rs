@@ -829,3 +829,49 @@ async fn a_head_a_byte_per_record_costs_the_daemon_far_more_cpu() {
         "{whole} s then {bytewise} s"
     );
 }
+
+/// OPEN (low; an admin's layout). The secret file is opened without
+/// following a symlink in its last component and checked on the fd, but
+/// the directories above it are not judged: a secret kept in a directory a
+/// user owns (`/home/alice/secrets/github`) is accepted by create, by
+/// `policy check` and by the daemon, and that user can swap the directory
+/// for a symlink between two requests, so the daemon reads and sends a
+/// root-only file of that name from anywhere else.
+#[test]
+fn a_user_owned_directory_above_the_secret_lets_that_user_swap_it() {
+    use std::os::unix::fs::{chown, PermissionsExt};
+    assert!(is_root(), "needs root: the secret files must be root's");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = dir.path().join("alice");
+    let secrets = home.join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    chown(&home, Some(1000), Some(1000)).unwrap();
+    chown(&secrets, Some(1000), Some(1000)).unwrap();
+    let source = secrets.join("github");
+    write_secret(&source, "ghp_THE-BOUND-SECRET");
+    assert_eq!(
+        vibe_hooks::egress::proxy::read_secret(&source).unwrap(),
+        "ghp_THE-BOUND-SECRET"
+    );
+    // Another root-only file of the same name elsewhere.
+    let other = dir.path().join("root-only");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o700)).unwrap();
+    write_secret(&other.join("github"), "ROOT-ONLY-TOKEN-OF-ANOTHER-SERVICE");
+    // Alice, as herself: the directory becomes a symlink.
+    let swap = format!(
+        "mv {s} {s}.old && ln -s {o} {s}",
+        s = secrets.display(),
+        o = other.display()
+    );
+    let status = std::process::Command::new("setpriv")
+        .args(["--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c", &swap])
+        .status()
+        .unwrap();
+    assert!(status.success(), "uid 1000 could not swap its own directory");
+    assert_eq!(
+        vibe_hooks::egress::proxy::read_secret(&source).unwrap(),
+        "ROOT-ONLY-TOKEN-OF-ANOTHER-SERVICE"
+    );
+}
