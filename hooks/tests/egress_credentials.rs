@@ -694,7 +694,8 @@ async fn another_containers_placeholder_gets_no_secret() {
 async fn requests_smuggled_after_the_judged_one_never_reach_upstream() {
     assert!(is_root(), "needs root: the secret files must be root's");
     let lab = lab().await;
-    let second = format!("GET /smuggled HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n");
+    let second =
+        format!("GET /smuggled HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n");
     let heads = [
         format!(
             "POST /a HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n{second}"
@@ -734,11 +735,17 @@ async fn a_rotated_secret_that_is_no_header_value_is_refused_unquoted() {
     let req = format!("GET / HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n");
     let resp = lab.ask("api.example", &req).await;
     assert!(resp.starts_with("HTTP/1.1 502"), "{resp}");
-    assert!(!resp.contains("ROTATED") && !resp.contains("X-Injected"), "{resp}");
+    assert!(
+        !resp.contains("ROTATED") && !resp.contains("X-Injected"),
+        "{resp}"
+    );
     assert!(lab.upstream_saw().iter().all(|c| !c.contains("GET ")));
     let _ = lab.log_lines(1).await;
     let text = std::fs::read_to_string(&lab.log).unwrap();
-    assert!(!text.contains("ROTATED") && !text.contains("X-Injected"), "{text}");
+    assert!(
+        !text.contains("ROTATED") && !text.contains("X-Injected"),
+        "{text}"
+    );
 }
 
 /// CPU seconds this process (`/proc/self/stat`) or this thread
@@ -823,7 +830,9 @@ async fn a_head_a_byte_per_record_costs_the_daemon_far_more_cpu() {
     let bytewise = tokio::task::spawn_blocking(move || head_cpu(proxy, pem, len, true))
         .await
         .unwrap();
-    eprintln!("proxy CPU for a 30 KiB head: in one write {whole:.2} s, a byte per record {bytewise:.2} s");
+    eprintln!(
+        "proxy CPU for a 30 KiB head: in one write {whole:.2} s, a byte per record {bytewise:.2} s"
+    );
     assert!(
         bytewise > 0.2 && bytewise > 20.0 * whole.max(0.01),
         "{whole} s then {bytewise} s"
@@ -866,10 +875,20 @@ fn a_user_owned_directory_above_the_secret_lets_that_user_swap_it() {
         o = other.display()
     );
     let status = std::process::Command::new("setpriv")
-        .args(["--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c", &swap])
+        .args([
+            "--reuid=1000",
+            "--regid=1000",
+            "--clear-groups",
+            "sh",
+            "-c",
+            &swap,
+        ])
         .status()
         .unwrap();
-    assert!(status.success(), "uid 1000 could not swap its own directory");
+    assert!(
+        status.success(),
+        "uid 1000 could not swap its own directory"
+    );
     assert_eq!(
         vibe_hooks::egress::proxy::read_secret(&source).unwrap(),
         "ROOT-ONLY-TOKEN-OF-ANOTHER-SERVICE"

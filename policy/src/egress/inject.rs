@@ -742,8 +742,14 @@ mod attacks {
     }
 
     fn judged(head: &str) -> Result<Plan, Refusal> {
-        judge(head.as_bytes(), 32 * 1024, "api.example.com", 443, &bindings())
-            .map(|p| p.expect("complete"))
+        judge(
+            head.as_bytes(),
+            32 * 1024,
+            "api.example.com",
+            443,
+            &bindings(),
+        )
+        .map(|p| p.expect("complete"))
     }
 
     fn rendered(head: &str) -> String {
@@ -793,9 +799,8 @@ mod attacks {
             "X-Forwarded-Server: evil.example",
         ];
         for o in overrides {
-            let head = format!(
-                "GET / HTTP/1.1\r\nHost: api.example.com\r\n{o}\r\nx-api-key: {P}\r\n\r\n"
-            );
+            let head =
+                format!("GET / HTTP/1.1\r\nHost: api.example.com\r\n{o}\r\nx-api-key: {P}\r\n\r\n");
             let out = rendered(&head);
             assert!(
                 out.contains(&format!("{o}\r\n")) && out.contains("x-api-key: SECRET\r\n"),
@@ -872,7 +877,13 @@ mod attacks {
             Err(Refusal::Request(RequestError::TooLarge(_)))
         ));
         assert!(matches!(
-            judge(&long.as_bytes()[..33 * 1024], 32 * 1024, "api.example.com", 443, &bindings()),
+            judge(
+                &long.as_bytes()[..33 * 1024],
+                32 * 1024,
+                "api.example.com",
+                443,
+                &bindings()
+            ),
             Err(Refusal::Request(RequestError::TooLarge(_)))
         ));
     }
@@ -882,7 +893,13 @@ mod attacks {
     /// the swap never lands in a header the client renamed.
     #[test]
     fn only_the_bound_name_gets_the_secret() {
-        for name in ["x-api-key-2", "x-api-keyx", "xx-api-key", "x_api_key", "authorization"] {
+        for name in [
+            "x-api-key-2",
+            "x-api-keyx",
+            "xx-api-key",
+            "x_api_key",
+            "authorization",
+        ] {
             let head = format!("GET / HTTP/1.1\r\nHost: api.example.com\r\n{name}: {P}\r\n\r\n");
             assert!(
                 matches!(judged(&head), Err(Refusal::Misuse { .. })),
