@@ -189,6 +189,14 @@ pub enum PrivateFileError {
     NotPrivate { path: PathBuf, uid: u32, mode: u32 },
     #[error("{path} is larger than {max} bytes")]
     TooLarge { path: PathBuf, max: u64 },
+    #[error("directory {dir} above {path} {reason}: a secret's directories must be root's and writable by nobody else")]
+    UnsafeDir {
+        path: PathBuf,
+        dir: PathBuf,
+        reason: &'static str,
+    },
+    #[error("{path} is not an absolute, clean path")]
+    NotClean { path: PathBuf },
 }
 
 impl PrivateFileError {
@@ -198,9 +206,79 @@ impl PrivateFileError {
     }
 }
 
-/// The bytes of `path`, read the one way a secret is read: opened without
-/// following a symlink, judged on that descriptor (a regular file of
-/// root's, no group or other bits), at most `max` bytes.
+/// The bytes of `path`, read the one way a secret is read: every
+/// directory on the way opened without following a symlink and judged on
+/// its descriptor (root's, writable by nobody else; a sticky ancestor such
+/// as /var/tmp passes, since only root may rename root's entries in it),
+/// then the file itself the same way (a regular file of root's, no group
+/// or other bits), at most `max` bytes. A user who owns a directory above
+/// the file could otherwise swap which file is read between two reads.
+/// `path` (absolute, clean) opened for reading by a walk of descriptors
+/// from `/`, each directory judged as [`read_private`] says.
+fn open_below_root_dirs(path: &Path) -> Result<File, PrivateFileError> {
+    use std::os::fd::OwnedFd;
+    use std::path::Component;
+    let open = |source: io::Error| PrivateFileError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let not_clean = || PrivateFileError::NotClean {
+        path: path.to_path_buf(),
+    };
+    let mut names = Vec::new();
+    for (i, c) in path.components().enumerate() {
+        match c {
+            Component::RootDir if i == 0 => {}
+            Component::Normal(n) => names.push(n),
+            _ => return Err(not_clean()),
+        }
+    }
+    let Some(file_name) = names.pop() else {
+        return Err(not_clean());
+    };
+    use nix::fcntl::OFlag;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let openat = |dir: Option<&OwnedFd>, name: &std::ffi::OsStr, flags: OFlag| {
+        let dirfd = dir.map_or(nix::libc::AT_FDCWD, AsRawFd::as_raw_fd);
+        let fd = nix::fcntl::openat(
+            Some(dirfd),
+            name,
+            flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| open(io::Error::from(e)))?;
+        // SAFETY: openat just returned this fd, and nothing else owns it.
+        Ok::<OwnedFd, PrivateFileError>(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
+    let mut dir = openat(None, std::ffi::OsStr::new("/"), dir_flags)?;
+    let mut at = PathBuf::from("/");
+    for i in 0..=names.len() {
+        if i > 0 {
+            at.push(names[i - 1]);
+            dir = openat(Some(&dir), names[i - 1], dir_flags)?;
+        }
+        let meta = nix::sys::stat::fstat(dir.as_raw_fd()).map_err(|e| open(io::Error::from(e)))?;
+        let last = i == names.len();
+        let reason = if meta.st_uid != 0 {
+            Some("is not root's")
+        } else if meta.st_mode & 0o022 != 0 && (last || meta.st_mode & 0o1000 == 0) {
+            Some("is writable by group or others")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(PrivateFileError::UnsafeDir {
+                path: path.to_path_buf(),
+                dir: at,
+                reason,
+            });
+        }
+    }
+    let fd = openat(Some(&dir), file_name, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
+    Ok(File::from(fd))
+}
+
 pub fn read_private(path: &Path, max: u64) -> Result<Vec<u8>, PrivateFileError> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
@@ -208,11 +286,7 @@ pub fn read_private(path: &Path, max: u64) -> Result<Vec<u8>, PrivateFileError> 
         path: path.to_path_buf(),
         source,
     };
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(path)
-        .map_err(open)?;
+    let file = open_below_root_dirs(path)?;
     let meta = file.metadata().map_err(open)?;
     if !meta.file_type().is_file() || meta.uid() != 0 || meta.mode() & 0o077 != 0 {
         return Err(PrivateFileError::NotPrivate {

@@ -111,7 +111,12 @@ async fn upstream(pki: &UpstreamPki, seen: Arc<Mutex<Vec<Vec<u8>>>>) -> SocketAd
                     if !answered {
                         if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
                             answered = true;
-                            let body = got[..end + 4].to_vec();
+                            // An echo endpoint on /echo only; elsewhere the
+                            // test reads what upstream got from `seen`.
+                            let body = match got.starts_with(b"GET /echo") {
+                                true => got[..end + 4].to_vec(),
+                                false => b"ok\n".to_vec(),
+                            };
                             let head = format!(
                                 "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                                 body.len()
@@ -333,7 +338,7 @@ async fn the_bound_header_gets_the_secret_once_and_nothing_is_logged_of_it() {
         );
         let resp = lab.ask("api.example", &req).await;
         assert!(resp.starts_with("HTTP/1.1 200 OK"), "{resp}");
-        let saw = body(&resp);
+        let saw = lab.upstream_saw().pop().unwrap_or_default();
         assert!(saw.contains(&format!("x-api-key: {SECRET}\r\n")), "{saw}");
         assert!(saw.contains("Connection: close\r\n"), "{saw}");
         assert!(!saw.contains("keep-alive"), "{saw}");
@@ -373,9 +378,11 @@ async fn basic_is_reencoded_with_the_real_token() {
         )
         .await;
     let want = basic_encode("x-access-token", GIT_SECRET);
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    let saw = lab.upstream_saw().pop().unwrap_or_default();
     assert!(
-        body(&resp).contains(&format!("Authorization: Basic {want}\r\n")),
-        "{resp}"
+        saw.contains(&format!("Authorization: Basic {want}\r\n")),
+        "{saw}"
     );
 }
 
@@ -433,10 +440,9 @@ async fn a_rotated_secret_is_used_and_a_missing_one_is_a_502() {
     let req = format!("GET / HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n");
     write_secret(&lab.key_file, "sk-ant-ROTATED-1111");
     let resp = lab.ask("api.example", &req).await;
-    assert!(
-        body(&resp).contains("x-api-key: sk-ant-ROTATED-1111\r\n"),
-        "{resp}"
-    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    let saw = lab.upstream_saw().pop().unwrap_or_default();
+    assert!(saw.contains("x-api-key: sk-ant-ROTATED-1111\r\n"), "{saw}");
     std::fs::remove_file(&lab.key_file).unwrap();
     let resp = lab.ask("api.example", &req).await;
     assert!(resp.starts_with("HTTP/1.1 502"), "{resp}");
@@ -551,12 +557,11 @@ async fn the_leaf_verifies_and_the_ca_vouches_for_no_other_name() {
 // An attacker's review: the container sends what it likes through its proxy.
 // Each test is named for its door; OPEN ones pin that the attack works today.
 
-/// OPEN. TRACE on a bound host: the daemon swaps the secret in and relays
-/// the upstream's answer untouched. An upstream that implements TRACE (as
-/// Apache httpd does unless `TraceEnable off`; this test upstream echoes
-/// every request) hands the container the real secret in the body.
+/// TRACE on a bound host: an upstream that implements it (Apache httpd
+/// does unless `TraceEnable off`) would echo the swapped-in secret, so it
+/// is refused before any swap and never reaches upstream.
 #[tokio::test]
-async fn trace_to_a_bound_host_reflects_the_secret_to_the_container() {
+async fn trace_to_a_bound_host_is_refused_before_any_swap() {
     assert!(is_root(), "needs root: the secret files must be root's");
     let lab = lab().await;
     let resp = lab
@@ -565,47 +570,82 @@ async fn trace_to_a_bound_host_reflects_the_secret_to_the_container() {
             &format!("TRACE / HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n"),
         )
         .await;
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    assert!(body(&resp).contains(SECRET), "the container read: {resp}");
+    assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+    assert!(
+        body(&resp).starts_with("vibe-shim egress: ") && body(&resp).contains("TRACE"),
+        "{resp}"
+    );
     let git = basic_encode("x-access-token", GIT_P);
     let resp = lab
         .ask(
             "git.example",
-            &format!("TRACE / HTTP/1.1\r\nHost: git.example\r\nAuthorization: Basic {git}\r\n\r\n"),
+            &format!("TRACK / HTTP/1.1\r\nHost: git.example\r\nAuthorization: Basic {git}\r\n\r\n"),
         )
         .await;
-    let real = basic_encode("x-access-token", GIT_SECRET);
-    assert!(body(&resp).contains(&real), "the container read: {resp}");
+    assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+    assert!(
+        !resp.contains(SECRET) && !resp.contains(GIT_SECRET),
+        "{resp}"
+    );
+    assert!(
+        lab.upstream_saw().iter().all(|c| c.is_empty()),
+        "{:?}",
+        lab.upstream_saw()
+    );
 }
 
-/// OPEN (by design today). The response is never scanned: any bound host
-/// that reflects a request header (an echo or debug endpoint, an error
-/// page quoting the request, a request log the account can read) gives
-/// the container the secret, on a GET to a path of its choosing.
+/// A bound host that echoes the request (an echo or debug endpoint, an
+/// error page quoting headers): the response is scanned for what the
+/// daemon injected, and the connection is cut before any byte of it goes
+/// to the container; the log names it.
 #[tokio::test]
-async fn a_bound_host_that_echoes_headers_hands_the_secret_back() {
+async fn a_bound_host_that_echoes_headers_is_cut_before_the_secret() {
     assert!(is_root(), "needs root: the secret files must be root's");
     let lab = lab().await;
     let resp = lab
         .ask(
             "api.example",
             &format!(
-                "GET /anything/echo?show=headers HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n"
+                "GET /echo?show=headers HTTP/1.1\r\nHost: api.example\r\nx-api-key: {KEY_P}\r\n\r\n"
             ),
         )
         .await;
-    assert!(body(&resp).contains(SECRET), "{resp}");
-    // Still logged as a plain injection: nothing says it came back.
-    let lines = lab.log_lines(1).await;
-    assert_eq!(lines[0]["kind"], "inject", "{}", lines[0]);
-    assert_eq!(lines[0]["decision"], "allow", "{}", lines[0]);
+    assert!(!resp.contains(SECRET), "the container read: {resp}");
+    assert!(
+        lab.upstream_saw()[0].contains(SECRET),
+        "the request was injected"
+    );
+    let git = basic_encode("x-access-token", GIT_P);
+    let resp = lab
+        .ask(
+            "git.example",
+            &format!(
+                "GET /echo HTTP/1.1\r\nHost: git.example\r\nAuthorization: Basic {git}\r\n\r\n"
+            ),
+        )
+        .await;
+    let real = basic_encode("x-access-token", GIT_SECRET);
+    assert!(
+        !resp.contains(&real) && !resp.contains(GIT_SECRET),
+        "{resp}"
+    );
+    let lines = lab.log_lines(2).await;
+    for l in &lines {
+        assert_eq!(l["kind"], "reflected", "{l}");
+        assert!(l["error"].as_str().unwrap_or("").contains("echoed"), "{l}");
+    }
+    let text = std::fs::read_to_string(&lab.log).unwrap();
+    assert!(
+        !text.contains(SECRET) && !text.contains(GIT_SECRET),
+        "{text}"
+    );
 }
 
-/// OPEN (defence in depth). Front-end routing headers go upstream beside
-/// the secret; a bound host whose front end routes by X-Forwarded-Host or
-/// Forwarded sends the secret where the container said.
+/// Front-end routing headers never go upstream beside the secret: a bound
+/// host whose front end routes by X-Forwarded-Host or Forwarded would
+/// send the secret where the container said.
 #[tokio::test]
-async fn routing_headers_reach_the_upstream_beside_the_secret() {
+async fn routing_headers_are_dropped_beside_the_secret() {
     assert!(is_root(), "needs root: the secret files must be root's");
     let lab = lab().await;
     let resp = lab
@@ -616,10 +656,10 @@ async fn routing_headers_reach_the_upstream_beside_the_secret() {
             ),
         )
         .await;
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     let saw = &lab.upstream_saw()[0];
-    assert!(saw.contains("X-Forwarded-Host: evil.example\r\n"), "{saw}");
-    assert!(saw.contains("Forwarded: host=evil.example\r\n"), "{saw}");
-    assert!(saw.contains(&format!("x-api-key: {SECRET}\r\n")), "{resp}");
+    assert!(!saw.contains("evil.example"), "{saw}");
+    assert!(saw.contains(&format!("x-api-key: {SECRET}\r\n")), "{saw}");
 }
 
 /// A second container on the same daemon: its own placeholder and CA, the
@@ -684,7 +724,9 @@ async fn another_containers_placeholder_gets_no_secret() {
             &format!("GET / HTTP/1.1\r\nHost: api.example\r\nx-api-key: {b_placeholder}\r\n\r\n"),
         )
         .await;
-    assert!(body(&resp).contains(SECRET), "{resp}");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    let saw = lab.upstream_saw().pop().unwrap_or_default();
+    assert!(saw.contains(&format!("x-api-key: {SECRET}\r\n")), "{saw}");
 }
 
 /// CLOSED. Requests smuggled after the judged one (after a chunked body,
@@ -748,106 +790,59 @@ async fn a_rotated_secret_that_is_no_header_value_is_refused_unquoted() {
     );
 }
 
-/// CPU seconds this process (`/proc/self/stat`) or this thread
-/// (`/proc/thread-self/stat`) has used.
-fn cpu_of(stat: &str) -> f64 {
-    let text = std::fs::read_to_string(stat).unwrap();
-    let after = &text[text.rfind(')').unwrap() + 2..];
-    let f: Vec<u64> = after
-        .split(' ')
-        .skip(11)
-        .take(2)
-        .map(|v| v.parse().unwrap())
-        .collect();
-    (f[0] + f[1]) as f64 / 100.0
-}
-
-/// Sends one request head of `len` header bytes inside TLS to the
-/// terminated `api.example`, one byte per TLS record (paced so that each
-/// record is read alone) or all at once; returns the CPU the proxy spent
-/// on it (the process's, minus this client thread's).
-fn head_cpu(proxy: SocketAddr, ca_pem: String, len: usize, bytewise: bool) -> f64 {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(proxy).unwrap();
-    s.set_nodelay(true).unwrap();
-    s.write_all(b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\r\n")
-        .unwrap();
-    let mut ok = [0u8; 39];
-    s.read_exact(&mut ok).unwrap();
-    let conn = rustls::ClientConnection::new(
-        client_config(&ca_pem, &[b"http/1.1"]),
-        ServerName::try_from("api.example").unwrap(),
-    )
-    .unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, s);
-    let head = format!(
-        "GET / HTTP/1.1\r\nHost: api.example\r\nX: {}\r\n",
-        "a".repeat(len)
-    );
-    tls.write_all(b"G").unwrap(); // the handshake, before counting
-    tls.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    let (process, thread) = (cpu_of("/proc/self/stat"), cpu_of("/proc/thread-self/stat"));
-    if bytewise {
-        for b in &head.as_bytes()[1..] {
-            tls.write_all(std::slice::from_ref(b)).unwrap();
-            tls.flush().unwrap();
-            std::thread::sleep(Duration::from_micros(150));
-        }
-    } else {
-        tls.write_all(&head.as_bytes()[1..]).unwrap();
-        tls.flush().unwrap();
-    }
-    // Let the proxy catch up with what it was sent.
-    std::thread::sleep(Duration::from_millis(300));
-    let spent = (cpu_of("/proc/self/stat") - process) - (cpu_of("/proc/thread-self/stat") - thread);
-    tls.write_all(b"\r\n").unwrap();
-    let mut sink = Vec::new();
-    let _ = tls.read_to_end(&mut sink);
-    spent
-}
-
-/// OPEN (DoS). A head the size of the cap sent a byte per TLS record costs
-/// the proxy far more CPU than the same head in one record: each record is
-/// decrypted and woken for alone, and the whole buffer is judged again
-/// from its start after each one (quadratic: see vibe-policy's
-/// `a_head_sent_a_byte_at_a_time_is_rescanned_from_its_start`). 512 such
-/// connections per container (the connection limit), each within the
-/// header timeout, keep the shared daemon's cores busy for every other
-/// container.
+/// A head sent a byte per TLS record: each record costs the shared daemon
+/// a decryption and a wakeup, so a terminated head in more than
+/// `MAX_HEAD_PIECES` records is refused (a client writes its head in one
+/// or a few), and the blank line is searched for in the new bytes only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_head_a_byte_per_record_costs_the_daemon_far_more_cpu() {
+async fn a_head_a_byte_per_record_is_refused() {
     assert!(is_root(), "needs root: the secret files must be root's");
     let lab = lab().await;
     let (proxy, pem) = (lab.proxy, lab.creds.ca.cert_pem().to_string());
-    let len = 30 * 1024;
-    let whole = {
-        let pem = pem.clone();
-        tokio::task::spawn_blocking(move || head_cpu(proxy, pem, len, false))
-            .await
-            .unwrap()
-    };
-    let bytewise = tokio::task::spawn_blocking(move || head_cpu(proxy, pem, len, true))
-        .await
+    let resp = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(proxy).unwrap();
+        s.set_nodelay(true).unwrap();
+        s.write_all(b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\r\n")
+            .unwrap();
+        let mut ok = [0u8; 39];
+        s.read_exact(&mut ok).unwrap();
+        let conn = rustls::ClientConnection::new(
+            client_config(&pem, &[b"http/1.1"]),
+            ServerName::try_from("api.example").unwrap(),
+        )
         .unwrap();
-    eprintln!(
-        "proxy CPU for a 30 KiB head: in one write {whole:.2} s, a byte per record {bytewise:.2} s"
-    );
-    assert!(
-        bytewise > 0.2 && bytewise > 20.0 * whole.max(0.01),
-        "{whole} s then {bytewise} s"
-    );
+        let mut tls = rustls::StreamOwned::new(conn, s);
+        // Exactly the pieces allowed, none of them ending the head: the
+        // daemon reads them all, then refuses (nothing unread, so its close
+        // is clean and the 400 arrives).
+        let head = format!(
+            "GET / HTTP/1.1\r\nHost: api.example\r\nX: {}",
+            "a".repeat(1024)
+        );
+        for b in &head.as_bytes()[..64] {
+            tls.write_all(std::slice::from_ref(b)).unwrap();
+            tls.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut got = Vec::new();
+        let _ = tls.read_to_end(&mut got);
+        String::from_utf8_lossy(&got).into_owned()
+    })
+    .await
+    .unwrap();
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+    assert!(body(&resp).contains("more than 64 TLS records"), "{resp}");
+    assert!(lab.upstream_saw().iter().all(|c| c.is_empty()));
 }
 
-/// OPEN (low; an admin's layout). The secret file is opened without
-/// following a symlink in its last component and checked on the fd, but
-/// the directories above it are not judged: a secret kept in a directory a
-/// user owns (`/home/alice/secrets/github`) is accepted by create, by
-/// `policy check` and by the daemon, and that user can swap the directory
-/// for a symlink between two requests, so the daemon reads and sends a
-/// root-only file of that name from anywhere else.
+/// A secret kept in a directory a user owns (`/home/alice/secrets/github`)
+/// would let that user swap the directory for a symlink between two
+/// requests, so the daemon read and sent a root-only file of that name from
+/// anywhere else. Every directory above a secret must be root's and
+/// writable by nobody else; a symlinked directory is not followed.
 #[test]
-fn a_user_owned_directory_above_the_secret_lets_that_user_swap_it() {
+fn a_secret_below_a_user_owned_or_symlinked_directory_is_refused() {
     use std::os::unix::fs::{chown, PermissionsExt};
     assert!(is_root(), "needs root: the secret files must be root's");
     let dir = tempfile::tempdir().unwrap();
@@ -859,38 +854,23 @@ fn a_user_owned_directory_above_the_secret_lets_that_user_swap_it() {
     chown(&secrets, Some(1000), Some(1000)).unwrap();
     let source = secrets.join("github");
     write_secret(&source, "ghp_THE-BOUND-SECRET");
+    let err = vibe_hooks::egress::proxy::read_secret(&source).unwrap_err();
+    assert!(err.contains("is not root's"), "{err}");
+    // Root's directories, one of them reached through a symlink.
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o700)).unwrap();
+    write_secret(&real.join("github"), "ghp_THE-BOUND-SECRET");
     assert_eq!(
-        vibe_hooks::egress::proxy::read_secret(&source).unwrap(),
+        vibe_hooks::egress::proxy::read_secret(&real.join("github")).unwrap(),
         "ghp_THE-BOUND-SECRET"
     );
-    // Another root-only file of the same name elsewhere.
-    let other = dir.path().join("root-only");
-    std::fs::create_dir(&other).unwrap();
-    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o700)).unwrap();
-    write_secret(&other.join("github"), "ROOT-ONLY-TOKEN-OF-ANOTHER-SERVICE");
-    // Alice, as herself: the directory becomes a symlink.
-    let swap = format!(
-        "mv {s} {s}.old && ln -s {o} {s}",
-        s = secrets.display(),
-        o = other.display()
-    );
-    let status = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=1000",
-            "--regid=1000",
-            "--clear-groups",
-            "sh",
-            "-c",
-            &swap,
-        ])
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "uid 1000 could not swap its own directory"
-    );
-    assert_eq!(
-        vibe_hooks::egress::proxy::read_secret(&source).unwrap(),
-        "ROOT-ONLY-TOKEN-OF-ANOTHER-SERVICE"
-    );
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let err = vibe_hooks::egress::proxy::read_secret(&link.join("github")).unwrap_err();
+    assert!(err.contains("without following a symlink"), "{err}");
+    // A group-writable directory of root's.
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let err = vibe_hooks::egress::proxy::read_secret(&real.join("github")).unwrap_err();
+    assert!(err.contains("writable by group or others"), "{err}");
 }

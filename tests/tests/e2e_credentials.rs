@@ -242,7 +242,7 @@ fn setup() -> Setup {
     std::fs::create_dir_all(DIR).expect("credentials dir");
     tls_image();
     let upstream = Upstream::new();
-    let api = fresh_secret("sk-test-");
+    let api = fresh_secret("sk-proj-");
     let git = fresh_secret("ghp_");
     write_secret("api", &api);
     write_secret("git", &git);
@@ -301,7 +301,7 @@ fn the_secret_reaches_the_upstream_and_nothing_in_the_container() {
     );
     let placeholder = value_of(&out, "key").unwrap_or_default().to_string();
     assert!(
-        placeholder.starts_with("sk-test-") && placeholder.len() == s.api.len(),
+        placeholder.starts_with("sk-proj-") && placeholder.len() == s.api.len(),
         "placeholder keeps the prefix and length: {out}"
     );
     assert_ne!(placeholder, s.api);
@@ -437,7 +437,7 @@ fn a_rotated_secret_is_used_at_once_and_a_missing_one_fails_with_the_reason() {
         "curl -sS -w 'code=%{{http_code}}\\n' https://{API}/ -H \"x-api-key: $VIBE_TEST_API_KEY\""
     );
     assert!(exec(&c, &ask).stdout.contains("key=real"));
-    let rotated = fresh_secret("sk-test-");
+    let rotated = fresh_secret("sk-proj-");
     write_secret("api", &rotated);
     let out = exec(&c, &ask);
     assert!(out.stdout.contains("key=real"), "rotation not seen: {out}");

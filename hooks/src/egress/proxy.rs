@@ -402,6 +402,7 @@ impl Conn {
         let cap = self.proxy.settings.max_header_bytes;
         let mut chunk = [0u8; 4096];
         loop {
+            let searched = buf.len();
             let n = self
                 .client
                 .read(&mut chunk)
@@ -411,6 +412,11 @@ impl Conn {
                 return Ok(None);
             }
             buf.extend_from_slice(&chunk[..n]);
+            // Parsed once whole (or too long): a head trickled a byte at a
+            // time costs linear time.
+            if !request::head_complete(buf, searched) && buf.len() < cap {
+                continue;
+            }
             if let Some(r) = request::parse(buf, cap).map_err(HeadError::Request)? {
                 return Ok(Some(r));
             }

@@ -80,37 +80,43 @@ pub const MIN_PLACEHOLDER: usize = 16;
 /// The characters of a placeholder's random part.
 const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
-/// The visible prefix a placeholder keeps from its secret: clients check
-/// it (`sk-ant-api03-`, `sk-proj-`, `ghp_`, `github_pat_`, `glpat-`,
-/// `xoxb-`). Leading segments of 1 to 6 ASCII letters or digits, each
-/// ended by `-` or `_`, all within the first 16 characters, and never more
-/// than half the secret: a format's tag, not the secret's own characters
-/// (a long segment, such as Slack's team number, ends the prefix).
+/// The format tags clients check at the start of a key, longest first
+/// where one extends another. Only a listed tag shows: deriving one from
+/// the key's shape would copy its random characters (base64url keys hold
+/// `-` and `_` too).
+const KNOWN_PREFIXES: &[&str] = &[
+    "sk-ant-api03-",
+    "sk-ant-admin01-",
+    "sk-ant-oat01-",
+    "sk-ant-",
+    "sk-proj-",
+    "sk-svcacct-",
+    "sk-admin-",
+    "sk-",
+    "github_pat_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xapp-",
+    "hf_",
+    "npm_",
+    "pypi-",
+];
+
+/// The visible prefix a placeholder keeps from its secret: the longest
+/// [`KNOWN_PREFIXES`] tag it starts with (`sk-ant-api03-`, `ghp_`), and
+/// never more than half the secret; nothing for any other key.
 pub fn visible_prefix(secret: &str) -> &str {
-    let bytes = secret.as_bytes();
-    let limit = bytes.len().min(16);
-    let mut end = 0;
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate().take(limit) {
-        if b == b'-' || b == b'_' {
-            let segment = i - start;
-            if !(1..=6).contains(&segment) {
-                break;
-            }
-            end = i + 1;
-            start = i + 1;
-        } else if !b.is_ascii_alphanumeric() || i - start >= 6 {
-            break;
-        }
-    }
-    while end > 0 && end * 2 > bytes.len() {
-        // Back to the previous separator: at most half the secret shows.
-        end = bytes[..end - 1]
-            .iter()
-            .rposition(|&b| b == b'-' || b == b'_')
-            .map_or(0, |i| i + 1);
-    }
-    &secret[..end]
+    KNOWN_PREFIXES
+        .iter()
+        .filter(|tag| secret.starts_with(*tag) && tag.len() * 2 <= secret.len())
+        .max_by_key(|tag| tag.len())
+        .map_or("", |tag| &secret[..tag.len()])
 }
 
 /// The placeholder a container holds for `secret`: its
@@ -172,8 +178,9 @@ mod tests {
             // No format tag: nothing shows.
             ("AbCdEfGhIjKlMnOpQrStUvWxYz", ""),
             ("abcdefgh-ijklmnopqrstuvwxyz", ""),
-            // Never more than half.
-            ("ab-cd-ef", "ab-"),
+            // Never more than half; no tag read off a key's shape.
+            ("sk-ab", ""),
+            ("ab-cd-ef", ""),
             ("a-b", ""),
             ("", ""),
         ];
@@ -227,33 +234,28 @@ mod tests {
 mod attacks {
     use super::*;
 
-    /// OPEN. The visible prefix is any run of short segments ended by `-`
-    /// or `_`, not a format's tag: the random part of many keys uses the
-    /// base64url alphabet (`-` and `_` included), so when one of its first
-    /// characters is a `-` or `_` the placeholder copies the secret's own
-    /// random characters; a key made of short groups shows up to half of
-    /// itself. Each copied character is about 6 bits of the key the
-    /// container learns.
+    /// The visible prefix is a known format tag, never a run of short
+    /// segments read off the key: the random part of many keys uses the
+    /// base64url alphabet (`-` and `_` included), and a shape rule copied
+    /// its first characters (6 bits each) into the placeholder.
     #[test]
-    fn the_visible_prefix_copies_the_secrets_random_characters() {
+    fn the_visible_prefix_never_copies_the_secrets_random_characters() {
         let cases = [
-            // OpenAI project key whose random part starts "Ab3_".
             (
                 "sk-proj-Ab3_x9QmZ0LkPq7RsTuVwXyZa1b2c3d4e5f6g7h8i9j0",
-                "sk-proj-Ab3_",
+                "sk-proj-",
             ),
-            // Anthropic key whose random part starts "Q-".
             (
                 "sk-ant-api03-Q-zYxWvUtSrQpOnMlKjIhGfEdCbA9876543210",
-                "sk-ant-api03-Q-",
+                "sk-ant-api03-",
             ),
-            // A grouped key: half of it.
-            ("a1b2-c3d4-e5f6-g7h8-i9j0", "a1b2-c3d4-"),
+            ("a1b2-c3d4-e5f6-g7h8-i9j0", ""),
         ];
         for (secret, shown) in cases {
             assert_eq!(visible_prefix(secret), shown, "{secret}");
             let p = placeholder(secret, &[7u8; 64]);
             assert!(p.starts_with(shown), "{p}");
+            assert_eq!(p[shown.len()..].chars().next(), Some('H'), "{p}");
             assert_eq!(p.len(), secret.len(), "{p}");
         }
     }

@@ -327,6 +327,14 @@ pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// Whether `buf` holds a whole head (its blank line), searching only what
+/// arrived after the first `searched` bytes (and the 3 before them), so a
+/// head sent a byte at a time costs linear time, not quadratic.
+pub fn head_complete(buf: &[u8], searched: usize) -> bool {
+    let from = searched.saturating_sub(3).min(buf.len());
+    find(&buf[from..], b"\r\n\r\n").is_some()
+}
+
 /// Follows a chunked body byte by byte, so the proxy forwards exactly one
 /// request's body and nothing after it.
 #[derive(Debug, Clone, Default)]

@@ -17,9 +17,9 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
-use vibe_policy::egress::credential::Binding;
+use vibe_policy::egress::credential::{Binding, Inject};
 use vibe_policy::egress::inject::{self, Plan, Refusal, Swap};
-use vibe_policy::egress::Decision;
+use vibe_policy::egress::{request, Decision};
 
 use super::relay::{self, UpLimit};
 use super::{closed, Conn, Outcome};
@@ -216,6 +216,102 @@ impl<R: AsyncRead + Unpin> AsyncRead for LenientEof<R> {
     }
 }
 
+/// The upstream's response, held back until it cannot be the start of an
+/// injected value: a bound host that echoes the request (an echo or debug
+/// endpoint, an error page quoting headers) would hand the container the
+/// secret. The bytes the daemon injected (the secret, and a Basic value's
+/// base64) are searched for across reads; a hit ends the connection
+/// before any byte of it is passed on. A best effort: a compressed or
+/// otherwise transformed echo is not seen.
+struct Guarded<R> {
+    inner: R,
+    finders: Vec<memchr::memmem::Finder<'static>>,
+    /// Longest needle minus one: what may be held back.
+    keep: usize,
+    held: Vec<u8>,
+    /// `held[..ready]` has been searched and may go out.
+    ready: usize,
+    eof: bool,
+}
+
+/// The error a [`Guarded`] read ends with when the response echoed an
+/// injected value.
+#[derive(Debug, thiserror::Error)]
+#[error("the upstream's response echoed the injected credential: connection cut")]
+pub(super) struct Reflected;
+
+impl<R> Guarded<R> {
+    fn new(inner: R, needles: Vec<Vec<u8>>) -> Self {
+        let keep = needles
+            .iter()
+            .map(Vec::len)
+            .max()
+            .unwrap_or(1)
+            .saturating_sub(1);
+        let finders = needles
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .map(|n| memchr::memmem::Finder::new(&n).into_owned())
+            .collect();
+        Guarded {
+            inner,
+            finders,
+            keep,
+            held: Vec::new(),
+            ready: 0,
+            eof: false,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Guarded<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = &mut *self;
+        while me.ready == 0 && !(me.eof && me.held.is_empty()) {
+            if me.eof {
+                me.ready = me.held.len();
+                break;
+            }
+            let start = me.held.len();
+            me.held.resize(start + BUF_GUARD, 0);
+            let mut rb = ReadBuf::new(&mut me.held[start..]);
+            let polled = Pin::new(&mut me.inner).poll_read(cx, &mut rb);
+            let n = rb.filled().len();
+            me.held.truncate(start + n);
+            match polled {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) if n == 0 => me.eof = true,
+                Poll::Ready(Ok(())) => {}
+            }
+            // Search what is new, with the held tail before it.
+            let from = start.saturating_sub(me.keep);
+            if me
+                .finders
+                .iter()
+                .any(|f| f.find(&me.held[from..]).is_some())
+            {
+                return Poll::Ready(Err(io::Error::other(Reflected)));
+            }
+            if !me.eof {
+                me.ready = me.held.len().saturating_sub(me.keep);
+            }
+        }
+        let n = me.ready.min(buf.remaining());
+        buf.put_slice(&me.held[..n]);
+        me.held.drain(..n);
+        me.ready -= n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// What a [`Guarded`] reads from the upstream at a time.
+const BUF_GUARD: usize = 64 * 1024;
+
 /// How the request head inside TLS ended.
 enum Head {
     Plan(Plan, Vec<u8>),
@@ -292,15 +388,23 @@ impl Conn {
         let read = async {
             let mut buf = Vec::with_capacity(2048);
             let mut chunk = [0u8; 4096];
+            let (mut searched, mut pieces) = (0, 0);
             loop {
-                match inject::judge(&buf, cap, &host, 443, &creds.bindings) {
-                    Ok(Some(plan)) => {
-                        let rest = buf[plan.head_len..].to_vec();
-                        return Head::Plan(plan, rest);
+                if request::head_complete(&buf, searched) || buf.len() >= cap {
+                    match inject::judge(&buf, cap, &host, 443, &creds.bindings) {
+                        Ok(Some(plan)) => {
+                            let rest = buf[plan.head_len..].to_vec();
+                            return Head::Plan(plan, rest);
+                        }
+                        Ok(None) => {}
+                        Err(r) => return Head::Refused(r),
                     }
-                    Ok(None) => {}
-                    Err(r) => return Head::Refused(r),
                 }
+                searched = buf.len();
+                if pieces == inject::MAX_HEAD_PIECES {
+                    return Head::Refused(Refusal::Scattered);
+                }
+                pieces += 1;
                 match tls.read(&mut chunk).await {
                     Ok(0) => return Head::Closed,
                     Ok(n) => buf.extend_from_slice(&chunk[..n]),
@@ -400,6 +504,7 @@ impl Conn {
             }
         };
         let head = plan.render(&creds.bindings, &secrets);
+        let needles = injected(&plan, &creds.bindings, &secrets);
         drop(secrets);
         if let Err(e) = up.write_all(&head).await {
             outcome.error = Some(e.to_string());
@@ -416,7 +521,7 @@ impl Conn {
         let relayed = relay::relay_io(
             cr,
             cw,
-            LenientEof(ur),
+            Guarded::new(LenientEof(ur), needles),
             uw,
             &rest,
             limit,
@@ -431,10 +536,30 @@ impl Conn {
             )),
         };
         if let Err(e) = result {
+            if e.get_ref().is_some_and(|e| e.is::<Reflected>()) {
+                outcome.kind = "reflected";
+            }
             outcome.error = Some(e.to_string());
         }
         outcome
     }
+}
+
+/// The values the daemon put into the request: what the response must
+/// never carry back.
+fn injected(plan: &Plan, bindings: &[Binding], secrets: &[String]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for (swap, secret) in plan.swaps.iter().zip(secrets) {
+        out.push(secret.as_bytes().to_vec());
+        if let Some(Binding {
+            inject: Inject::Basic { user },
+            ..
+        }) = bindings.get(swap.binding)
+        {
+            out.push(inject::basic_encode(user, secret).into_bytes());
+        }
+    }
+    out
 }
 
 #[cfg(test)]
