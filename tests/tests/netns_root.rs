@@ -572,6 +572,7 @@ fn netlink_and_nft_install_the_same_table() {
         assert_eq!(host_listings[0], host_listings[1], "host table for {net:?}");
         let facts = Facts {
             container_addrs: container_addrs.clone(),
+            ..Facts::default()
         };
         for chain in container_table(&net, &facts).chains {
             for rule in chain.rules {

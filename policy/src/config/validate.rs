@@ -301,6 +301,13 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
         if net.enforce != defaults.enforce {
             return Err(("network.enforce", "only applies with mode \"proxy\"".into()));
         }
+        if !net.preview_ports.is_empty() {
+            return Err((
+                "network.preview_ports",
+                "only applies with mode \"proxy\" (allowlist and open use inbound = true)"
+                    .into(),
+            ));
+        }
         return Ok(());
     }
     for entry in &net.hosts {
@@ -313,6 +320,14 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
             "network.hosts",
             "mode \"proxy\" needs at least one entry (use mode \"none\" for no egress, or enforce = false to learn what is needed)".into(),
         ));
+    }
+    for (i, range) in net.preview_ports.iter().enumerate() {
+        if let Some(other) = net.preview_ports[..i].iter().find(|o| o.overlaps(range)) {
+            return Err((
+                "network.preview_ports",
+                format!("{range} overlaps {other}, listed before it"),
+            ));
+        }
     }
     for (i, port) in net.ports.iter().enumerate() {
         if *port == 0 {
