@@ -125,10 +125,23 @@ const NONE: [bool; 3] = [false, false, false];
 fn proxy_without_preview_ports_answers_nothing() {
     let _serial = serial();
     let control = from_host(&serve("runc", "127.0.0.1"));
-    assert_eq!(control, FromHost { published: ALL, direct: ALL }, "control");
+    assert_eq!(
+        control,
+        FromHost {
+            published: ALL,
+            direct: ALL
+        },
+        "control"
+    );
     let _daemon = Daemon::start("proxy");
     let out = from_host(&serve(&docker::runtime_for("proxy"), "127.0.0.1"));
-    assert_eq!(out, FromHost { published: NONE, direct: NONE });
+    assert_eq!(
+        out,
+        FromHost {
+            published: NONE,
+            direct: NONE
+        }
+    );
 }
 
 /// With `preview_ports = [8000, "3000-3999"]`: the host reaches 8000 and
@@ -154,7 +167,9 @@ fn preview_ports_answer_the_host_and_only_on_listed_ports() {
     );
     // The container still opens nothing outward: not even to the host side
     // it answers, from a preview port (3600, in the range) or not.
-    let gateway = vibe_shim_tests::env::env().var("VIBE_TEST_GATEWAY").to_string();
+    let gateway = vibe_shim_tests::env::env()
+        .var("VIBE_TEST_GATEWAY")
+        .to_string();
     let listener = std::net::TcpListener::bind((gateway.as_str(), 0)).expect("bind");
     let port = listener.local_addr().expect("addr").port();
     listener.set_nonblocking(true).expect("nonblocking");
@@ -183,8 +198,18 @@ fn preview_ports_do_not_answer_another_container() {
         let c = Container::new("neighbour");
         let run = || {
             docker::docker(&[
-                "run", "--rm", "--name", &c.name, "--runtime", "runc", "--cap-drop", "NET_RAW",
-                IMAGE, "sh", "-c", &probe,
+                "run",
+                "--rm",
+                "--name",
+                &c.name,
+                "--runtime",
+                "runc",
+                "--cap-drop",
+                "NET_RAW",
+                IMAGE,
+                "sh",
+                "-c",
+                &probe,
             ])
             .stdout
             .contains("ok")
@@ -197,7 +222,10 @@ fn preview_ports_do_not_answer_another_container() {
         attempt(|| host_fetch("127.0.0.1", s.host_port(PREVIEW), "ok")),
         "the preview port must answer the host"
     );
-    assert!(!neighbour(&s), "a neighbour container reached the preview port");
+    assert!(
+        !neighbour(&s),
+        "a neighbour container reached the preview port"
+    );
 }
 
 /// A LAN host: namespace `vpvlan<slot>` behind veth `vpv<slot>h`, on

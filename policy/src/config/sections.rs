@@ -220,6 +220,16 @@ pub enum NetworkMode {
 }
 
 impl NetworkMode {
+    /// The mode as the policy file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            NetworkMode::None => "none",
+            NetworkMode::Allowlist => "allowlist",
+            NetworkMode::Open => "open",
+            NetworkMode::Proxy => "proxy",
+        }
+    }
+
     /// The wall lets nothing past loopback: `none`, and `proxy` (whose way
     /// out is a listener on the container's own loopback).
     pub fn loopback_only(self) -> bool {
@@ -338,12 +348,7 @@ impl Default for NetworkSection {
 /// A short fingerprint of the network policy, stored as a rule comment so
 /// the start-time check can tell our table from a look-alike.
 pub fn policy_tag(net: &NetworkSection) -> String {
-    let mode = match net.mode {
-        NetworkMode::None => "none",
-        NetworkMode::Allowlist => "allowlist",
-        NetworkMode::Open => "open",
-        NetworkMode::Proxy => "proxy",
-    };
+    let mode = net.mode.name();
     let allow: Vec<String> = net.allow.iter().map(|r| r.to_string()).collect();
     let resolvers: Vec<String> = net.resolvers.iter().map(|r| r.to_string()).collect();
     let mut canonical = format!(

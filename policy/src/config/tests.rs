@@ -114,7 +114,12 @@ fn allow_entries_parse() {
 fn preview_ports_only_in_proxy_mode_and_strictly_parsed() {
     let proxy = "[network]\nmode = \"proxy\"\nhosts = [\"api.example\"]\n";
     let p = parse(&format!("{proxy}preview_ports = [8000, \"3000-3999\"]\n")).unwrap();
-    let got: Vec<(u16, u16)> = p.network.preview_ports.iter().map(|r| (r.lo, r.hi)).collect();
+    let got: Vec<(u16, u16)> = p
+        .network
+        .preview_ports
+        .iter()
+        .map(|r| (r.lo, r.hi))
+        .collect();
     assert_eq!(got, [(8000, 8000), (3000, 3999)]);
     assert!(parse(proxy).unwrap().network.preview_ports.is_empty());
     for bad in [
@@ -136,10 +141,17 @@ fn preview_ports_only_in_proxy_mode_and_strictly_parsed() {
     ] {
         let text = format!("{proxy}preview_ports = [{bad}]\n");
         let err = parse(&text).expect_err(&text).to_string();
-        assert!(err.contains("preview_ports") || err.contains("port"), "{text}: {err}");
+        assert!(
+            err.contains("preview_ports") || err.contains("port"),
+            "{text}: {err}"
+        );
     }
     for mode in ["none", "allowlist", "open"] {
-        let allow = if mode == "allowlist" { "allow = [\"192.0.2.1\"]\n" } else { "" };
+        let allow = if mode == "allowlist" {
+            "allow = [\"192.0.2.1\"]\n"
+        } else {
+            ""
+        };
         let text = format!("[network]\nmode = \"{mode}\"\n{allow}preview_ports = [8000]\n");
         let err = parse(&text).expect_err(&text).to_string();
         assert!(err.contains("network.preview_ports"), "{text}: {err}");

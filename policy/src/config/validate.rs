@@ -152,8 +152,15 @@ impl Policy {
         if self.network.mode.loopback_only() && self.network.inbound {
             return Err(invalid(
                 "network.inbound",
-                "mode \"none\" allows no traffic but loopback; inbound needs \"allowlist\" or \"open\""
-                    .into(),
+                format!(
+                    "mode {:?} allows no traffic but loopback; inbound needs \"allowlist\" or \"open\"{}",
+                    self.network.mode.name(),
+                    if self.network.mode == NetworkMode::Proxy {
+                        " (a dev server in mode \"proxy\": network.preview_ports)"
+                    } else {
+                        ""
+                    }
+                ),
             ));
         }
         if !self.network.dns && !self.network.resolvers.is_empty() {
@@ -304,8 +311,7 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
         if !net.preview_ports.is_empty() {
             return Err((
                 "network.preview_ports",
-                "only applies with mode \"proxy\" (allowlist and open use inbound = true)"
-                    .into(),
+                "only applies with mode \"proxy\" (allowlist and open use inbound = true)".into(),
             ));
         }
         return Ok(());

@@ -810,11 +810,16 @@ table inet vibe_shim {{\n\
         let out = texts(&output_rules(&net, &facts));
         let inp = texts(&input_rules(&net, &facts));
         for rules in [&out, &inp] {
-            assert!(rules.iter().any(|r| r == "icmpv6 type nd-neighbor-solicit accept"));
-            assert!(rules.iter().any(|r| r == "icmpv6 type nd-neighbor-advert accept"));
+            assert!(rules
+                .iter()
+                .any(|r| r == "icmpv6 type nd-neighbor-solicit accept"));
+            assert!(rules
+                .iter()
+                .any(|r| r == "icmpv6 type nd-neighbor-advert accept"));
         }
         assert!(inp.contains(&"ip6 saddr fd42::1 tcp dport 8000 accept".to_string()));
-        assert!(out.contains(&"ip6 daddr fd42::1 tcp sport 8000 ct state established accept".to_string()));
+        assert!(out
+            .contains(&"ip6 daddr fd42::1 tcp sport 8000 ct state established accept".to_string()));
         assert_eq!(
             out.last().map(String::as_str),
             Some("reject with icmpx admin-prohibited")
@@ -842,13 +847,13 @@ table inet vibe_shim {{\n\
     fn preview_sources_are_host_bridge_addresses_on_the_container_subnet() {
         let container = nets(&["127.0.0.1/8", "172.30.93.2/24", "fd42::2/64", "fe80::2/64"]);
         let bridges = addrs(&[
-            "fe80::1",      // link-local: never
-            "fd42::1",      // on the container's /64
-            "172.30.93.1",  // the gateway
-            "172.30.94.1",  // another bridge's subnet
-            "172.30.93.2",  // the container's own address
-            "127.0.0.1",    // loopback: never
-            "172.30.93.1",  // listed twice
+            "fe80::1",     // link-local: never
+            "fd42::1",     // on the container's /64
+            "172.30.93.1", // the gateway
+            "172.30.94.1", // another bridge's subnet
+            "172.30.93.2", // the container's own address
+            "127.0.0.1",   // loopback: never
+            "172.30.93.1", // listed twice
         ]);
         assert_eq!(
             preview_sources(&container, &bridges),
