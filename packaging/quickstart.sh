@@ -108,6 +108,14 @@ die() {
 
 [ "$(id -u)" = 0 ] || die "run as root: sudo $0"
 
+# Whether pid $1 runs $BIN (also after a reinstall replaced the file, which
+# the kernel then names "$BIN (deleted)").
+runs_our_bin() {
+    local exe
+    exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
+    [ "${exe% (deleted)}" = "$BIN" ]
+}
+
 # Stops the egress daemon this script started, if any; never the package's.
 stop_egress() {
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$EGRESS_UNIT" 2>/dev/null; then
@@ -116,7 +124,7 @@ stop_egress() {
     if [ -f "$EGRESS_PID" ]; then
         local pid
         pid=$(cat "$EGRESS_PID")
-        if [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$BIN" ]; then
+        if runs_our_bin "$pid"; then
             run kill "$pid"
             for _ in $(seq 1 50); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
         fi
@@ -126,7 +134,7 @@ stop_egress() {
 
 # Is a daemon of this script's, or the package's unit, running?
 egress_running() {
-    if [ -f "$EGRESS_PID" ] && [ "$(readlink "/proc/$(cat "$EGRESS_PID")/exe" 2>/dev/null)" = "$BIN" ]; then
+    if [ -f "$EGRESS_PID" ] && runs_our_bin "$(cat "$EGRESS_PID")"; then
         return 0
     fi
     command -v systemctl >/dev/null &&
@@ -393,7 +401,9 @@ else
     ids=$(host_user_ids)
     mkdir -p "$QS_STATE"
     # The worktree drop-in (docs/admin/policy.md), marked as ours.
-    if [ -e "$WORKTREES_DROPIN" ]; then
+    if [ -e "$WORKTREES_DROPIN" ] && grep -qxF "$QS_MARK" "$WORKTREES_DROPIN"; then
+        echo "$WORKTREES_DROPIN: installed by an earlier quick start"
+    elif [ -e "$WORKTREES_DROPIN" ]; then
         echo "keeping your $WORKTREES_DROPIN"
     else
         install -d -m 755 "$CONFIG_D"
@@ -468,6 +478,10 @@ else
         git_bin=/usr/bin/git
         [ -x "$git_bin" ] || git_bin=$(command -v git)
         add_host_binaries "$scratch/rootfs" "$git_bin" "$(command -v curl)"
+        if [ -d /usr/share/git-core/templates ]; then
+            mkdir -p "$scratch/rootfs/usr/share/git-core"
+            cp -a /usr/share/git-core/templates "$scratch/rootfs/usr/share/git-core/"
+        fi
         tar --numeric-owner -C "$scratch/rootfs" -c . | docker import - "$GIT_IMAGE" >/dev/null
         rm -rf "$scratch"
         echo "built $GIT_IMAGE (busybox, $git_bin, curl and their libraries)"
@@ -477,20 +491,20 @@ else
     rm -rf "$demo"
     run install -d -m 755 -o "${ids%:*}" -g "${ids#*:}" "$demo"
     echo "An agent's work in $demo, from inside the container:"
-    # shellcheck disable=SC2016 # expanded inside the container
-    agent='set -e
-echo "--- id"; id
-echo "--- git init, fetch the package through the proxy ($http_proxy), commit"
+    # The names go in the script: the policy's env_allow would drop them
+    # as variables. $http_proxy is the container's.
+    agent="set -e
+echo '--- id'; id
+echo \"--- git init, fetch the package through the proxy (\$http_proxy), commit\"
 git init -q -b main .
-curl -fsS -o "$PKG_FILE" "http://$PKG_HOST/$PKG_FILE"
-sha256sum "$PKG_FILE"
-tar -xzf "$PKG_FILE" && cat hello-agent-1.0/README
-git add . && git -c user.name=agent -c user.email=agent@quickstart.invalid commit -q -m "add $PKG_FILE"
-git log --format="%h %s"'
-    run docker run --rm --runtime=vibe-shim -e PKG_HOST="$PKG_HOST" -e PKG_FILE="$PKG_FILE" \
-        -v "$demo:/work" -w /work "$GIT_IMAGE" sh -c "$agent"
+curl -fsS -o $PKG_FILE http://$PKG_HOST/$PKG_FILE
+sha256sum $PKG_FILE
+tar -xzf $PKG_FILE && cat hello-agent-1.0/README
+git add . && git -c user.name=agent -c user.email=agent@quickstart.invalid commit -q -m 'add $PKG_FILE'
+git log --format='%h %s'"
+    run docker run --rm --runtime=vibe-shim -v "$demo:/work" -w /work "$GIT_IMAGE" sh -c "$agent"
     echo "--- on the host: the worktree and its commit belong to the host user ($ids)"
-    run ls -ln "$demo"
+    run ls -lna "$demo"
     owner=$(stat -c %u:%g "$demo/.git/HEAD")
     [ "$owner" = "$ids" ] || die "the commit is owned by $owner, not the host user $ids"
     git -c safe.directory="$demo" -C "$demo" log --format='%h %an %s'
