@@ -178,7 +178,11 @@ stop_agent_demo() {
     if [ -f "$WORKTREES_DROPIN" ] && grep -qxF "$QS_MARK" "$WORKTREES_DROPIN"; then
         run rm -f "$WORKTREES_DROPIN"
     fi
-    rmdir "$CONFIG_D" 2>/dev/null || true
+    if [ -f "$QS_STATE/made-config-d" ]; then
+        rmdir "$CONFIG_D" 2>/dev/null || true
+    fi
+    # The root step 8 used (the admin's drop-in may name another).
+    [ ! -f "$QS_STATE/worktree-root" ] || WORKTREES=$(cat "$QS_STATE/worktree-root")
     [ ! -e "$WORKTREES/$DEMO" ] || run rm -rf "${WORKTREES:?}/$DEMO"
     if [ -f "$QS_STATE/made-worktrees" ]; then
         rmdir "$WORKTREES" 2>/dev/null || echo "keeping $WORKTREES: not empty"
@@ -406,7 +410,10 @@ else
     elif [ -e "$WORKTREES_DROPIN" ]; then
         echo "keeping your $WORKTREES_DROPIN"
     else
-        install -d -m 755 "$CONFIG_D"
+        if [ ! -d "$CONFIG_D" ]; then
+            install -d -m 755 "$CONFIG_D"
+            touch "$QS_STATE/made-config-d"
+        fi
         { printf '%s\n' "$QS_MARK"; cat packaging/config.d/10-worktrees.toml; } >"$WORKTREES_DROPIN.tmp"
         chmod 644 "$WORKTREES_DROPIN.tmp"
         mv "$WORKTREES_DROPIN.tmp" "$WORKTREES_DROPIN"
@@ -414,6 +421,7 @@ else
     fi
     WORKTREES=$(policy_dump | jq -r '[.filesystem.bind[] | select(.mode == "rw")][0].source // empty')
     [ -n "$WORKTREES" ] || die "$WORKTREES_DROPIN names no read-write [[filesystem.bind]] source"
+    printf '%s\n' "$WORKTREES" >"$QS_STATE/worktree-root"
     if [ ! -d "$WORKTREES" ]; then
         run install -d -m 755 -o "${ids%:*}" -g "${ids#*:}" "$WORKTREES"
         touch "$QS_STATE/made-worktrees"
