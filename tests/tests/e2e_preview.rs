@@ -31,6 +31,8 @@ const NOT_LISTED: u16 = 9000;
 struct Served {
     c: Container,
     addr: String,
+    /// Its global IPv6 address, when the bridge has IPv6.
+    addr6: Option<String>,
     published: Vec<(u16, u16)>,
 }
 
@@ -73,24 +75,29 @@ fn serve(runtime: &str, bind: &str) -> Served {
             .expect("published port");
         published.push((port, host));
     }
-    let mut addr = None;
-    for _ in 0..50 {
-        let logs = docker::docker(&["logs", &c.name]).stdout;
-        addr = logs.lines().find_map(|l| {
-            let mut w = l.split_whitespace().skip_while(|w| *w != "inet");
+    let mut logs = String::new();
+    let find = |logs: &str, family: &str| {
+        logs.lines().find_map(|l| {
+            let mut w = l.split_whitespace().skip_while(|w| *w != family);
             w.next()?;
             Some(w.next()?.split('/').next()?.to_string())
-        });
-        if addr.is_some() {
+        })
+    };
+    for _ in 0..50 {
+        logs = docker::docker(&["logs", &c.name]).stdout;
+        if find(&logs, "inet").is_some() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    let addr = find(&logs, "inet");
+    let addr6 = find(&logs, "inet6");
     // The servers need a moment; positives retry, negatives get the same time.
     std::thread::sleep(std::time::Duration::from_millis(500));
     Served {
         c,
         addr: addr.expect("the container's IPv4 address"),
+        addr6,
         published,
     }
 }
@@ -165,6 +172,18 @@ fn preview_ports_answer_the_host_and_only_on_listed_ports() {
         "{}",
         docker::docker(&["logs", &s.c.name])
     );
+    // IPv6 alike, straight to the container (the host's source is the
+    // bridge's IPv6 address; neighbour discovery comes with it).
+    match &s.addr6 {
+        Some(v6) => {
+            assert!(attempt(|| host_fetch(v6, PREVIEW, "ok")), "IPv6 to 8000");
+            assert!(
+                !attempt(|| host_fetch(v6, NOT_LISTED, "ok")),
+                "IPv6 to 9000"
+            );
+        }
+        None => eprintln!("note: no IPv6 on the test bridge; IPv6 preview not tried"),
+    }
     // The container still opens nothing outward: not even to the host side
     // it answers, from a preview port (3600, in the range) or not.
     let gateway = vibe_shim_tests::env::env()
