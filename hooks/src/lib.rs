@@ -67,6 +67,8 @@ pub enum HookError {
     Panicked,
     #[error("cannot read the container's addresses: {0}")]
     ContainerAddresses(#[source] RouteError),
+    #[error("cannot read the host's bridge addresses (network.preview_ports): {0}")]
+    HostBridges(#[source] RouteError),
     #[error("container id {0:?} cannot name a host table")]
     BadId(String),
     #[error("host table inet {name}: {source}")]
@@ -286,6 +288,10 @@ fn apply(id: &str, netns: File, net: &NetworkSection, phase: Phase) -> Result<()
         let host = ruleset::host_table(&name, net, &facts.container_addrs);
         backend.apply(&host).map_err(host_table(&name))?;
     }
+    if net.mode == NetworkMode::Proxy && !net.preview_ports.is_empty() {
+        let reader = clone_fd(&netns)?;
+        facts.preview_sources = preview_sources(reader)?;
+    }
     let table = match phase {
         Phase::Create => ruleset::creating_table(net, &facts),
         Phase::Start => ruleset::container_table(net, &facts),
@@ -295,6 +301,26 @@ fn apply(id: &str, netns: File, net: &NetworkSection, phase: Phase) -> Result<()
         backend.apply(&table)?;
         route_work(plan)
     })
+}
+
+/// Mode proxy with preview ports: the host's bridge addresses on the
+/// container's subnets (read here, in the host's namespace, and in the
+/// container's through `netns`). Before the engine has configured the
+/// container's interface (Docker 28 does it after create) there are none,
+/// so no preview rule; the start check reads them again.
+fn preview_sources(netns: File) -> Result<Vec<IpAddr>, HookError> {
+    let container = in_netns(netns, || {
+        routes::with_netlink(|h| async move { routes::address_entries(&h).await })
+            .map_err(HookError::ContainerAddresses)
+    })?;
+    let container: Vec<IpNet> = container
+        .into_iter()
+        .filter_map(|e| IpNet::new(e.addr, e.prefix_len).ok())
+        .collect();
+    let bridges = routes::with_netlink(|h| async move { routes::bridge_addresses(&h).await })
+        .map_err(HookError::HostBridges)?;
+    let bridges: Vec<IpAddr> = bridges.iter().map(IpNet::addr).collect();
+    Ok(ruleset::preview_sources(&container, &bridges))
 }
 
 /// The calling thread's namespace's addresses that open mode names.

@@ -74,6 +74,7 @@ const META_OIFTYPE: u32 = 9;
 const META_NFPROTO: u32 = 15;
 const META_L4PROTO: u32 = 16;
 const CT_STATE: u32 = 0;
+const CT_STATE_ESTABLISHED: u32 = 0x2;
 const CT_STATE_ESTABLISHED_RELATED: u32 = 0x2 | 0x4;
 const ARPHRD_LOOPBACK: u16 = 772;
 const IPPROTO_TCP: u8 = 6;
@@ -294,20 +295,14 @@ fn encode_match(w: &mut MessageWriter, m: &Match, known: &mut Option<u8>) {
             }
         }
         Match::Transport { protocol, ports } => {
-            let proto = match protocol {
-                Protocol::Tcp => IPPROTO_TCP,
-                Protocol::Udp => IPPROTO_UDP,
-            };
-            meta_cmp(w, META_L4PROTO, &[proto]);
-            if let Some((lo, hi)) = ports {
-                payload(w, PAYLOAD_TRANSPORT, 2, 2);
-                if lo == hi {
-                    cmp(w, CMP_EQ, &lo.to_be_bytes());
-                } else {
-                    cmp(w, CMP_GTE, &lo.to_be_bytes());
-                    cmp(w, CMP_LTE, &hi.to_be_bytes());
-                }
+            meta_cmp(w, META_L4PROTO, &[ip_protocol(protocol)]);
+            if let Some(ports) = ports {
+                port_range(w, 2, ports);
             }
+        }
+        Match::SourcePorts { protocol, ports } => {
+            meta_cmp(w, META_L4PROTO, &[ip_protocol(protocol)]);
+            port_range(w, 0, ports);
         }
         Match::Icmpv6Type(t) => {
             nfproto(w, NFPROTO_IPV6, known);
@@ -317,15 +312,38 @@ fn encode_match(w: &mut MessageWriter, m: &Match, known: &mut Option<u8>) {
         }
         Match::OifLoopback => meta_cmp(w, META_OIFTYPE, &ARPHRD_LOOPBACK.to_ne_bytes()),
         Match::IifLoopback => meta_cmp(w, META_IIFTYPE, &ARPHRD_LOOPBACK.to_ne_bytes()),
-        Match::EstablishedOrRelated => {
-            expr(w, "ct", |w| {
-                w.u32_be(1, REG_1); // NFTA_CT_DREG
-                w.u32_be(2, CT_STATE); // NFTA_CT_KEY
-            });
-            bitwise(w, &CT_STATE_ESTABLISHED_RELATED.to_ne_bytes());
-            cmp(w, CMP_NEQ, &0u32.to_ne_bytes());
-        }
+        Match::EstablishedOrRelated => ct_state(w, CT_STATE_ESTABLISHED_RELATED),
+        Match::Established => ct_state(w, CT_STATE_ESTABLISHED),
     }
+}
+
+fn ip_protocol(protocol: Protocol) -> u8 {
+    match protocol {
+        Protocol::Tcp => IPPROTO_TCP,
+        Protocol::Udp => IPPROTO_UDP,
+    }
+}
+
+/// The transport header's port at `offset` (0 source, 2 destination) is
+/// `lo`, or within `lo..=hi`.
+fn port_range(w: &mut MessageWriter, offset: u32, (lo, hi): (u16, u16)) {
+    payload(w, PAYLOAD_TRANSPORT, offset, 2);
+    if lo == hi {
+        cmp(w, CMP_EQ, &lo.to_be_bytes());
+    } else {
+        cmp(w, CMP_GTE, &lo.to_be_bytes());
+        cmp(w, CMP_LTE, &hi.to_be_bytes());
+    }
+}
+
+/// `ct state` has one of the `states` bits.
+fn ct_state(w: &mut MessageWriter, states: u32) {
+    expr(w, "ct", |w| {
+        w.u32_be(1, REG_1); // NFTA_CT_DREG
+        w.u32_be(2, CT_STATE); // NFTA_CT_KEY
+    });
+    bitwise(w, &states.to_ne_bytes());
+    cmp(w, CMP_NEQ, &0u32.to_ne_bytes());
 }
 
 fn encode_verdict(w: &mut MessageWriter, verdict: Verdict) {
@@ -774,6 +792,7 @@ mod tests {
         };
         let facts = Facts {
             container_addrs: vec!["172.30.99.2".parse().unwrap(), "fd42::2".parse().unwrap()],
+            ..Facts::default()
         };
         let batch = encode_batch(&container_table(&net, &facts), 7);
         let mut view = TableView::default();

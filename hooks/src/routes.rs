@@ -89,6 +89,36 @@ pub async fn address_entries(handle: &Handle) -> Result<Vec<AddressEntry>, Route
     Ok(entries)
 }
 
+/// Every address (with its prefix) on a bridge interface of the namespace
+/// `handle` talks to: an engine's side of its containers' links.
+pub async fn bridge_addresses(handle: &Handle) -> Result<Vec<IpNet>, RouteError> {
+    use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkInfo};
+    let mut bridges = Vec::new();
+    let mut links = handle.link().get().execute();
+    while let Some(msg) = links
+        .try_next()
+        .await
+        .map_err(|source| RouteError::Netlink {
+            what: "link dump".into(),
+            source: Box::new(source),
+        })?
+    {
+        let is_bridge = msg.attributes.iter().any(|a| {
+            matches!(a, LinkAttribute::LinkInfo(infos)
+                if infos.iter().any(|i| matches!(i, LinkInfo::Kind(InfoKind::Bridge))))
+        });
+        if is_bridge {
+            bridges.push(msg.header.index);
+        }
+    }
+    Ok(address_entries(handle)
+        .await?
+        .into_iter()
+        .filter(|e| bridges.contains(&e.index))
+        .filter_map(|e| IpNet::new(e.addr, e.prefix_len).ok())
+        .collect())
+}
+
 /// The destination of every route of type `local`, in any table: the
 /// ranges the namespace answers as its own (each address's, and those of
 /// `ip route add local`, which need no address).

@@ -54,6 +54,22 @@ build_busybox_rootfs() {
     mv "$tar.tmp" "$tar"
 }
 
+# Copies each host binary ($2...) and the shared libraries ldd lists for it
+# into rootfs $1, at the same paths: an image with the host's git or curl on
+# the busybox rootfs (e2e_credentials' vibe-tls, quickstart.sh's vibe-git).
+add_host_binaries() {
+    local rootfs=$1 bin lib
+    shift
+    for bin in "$@"; do
+        mkdir -p "$rootfs$(dirname "$bin")"
+        cp -L "$bin" "$rootfs$bin"
+        for lib in $(ldd "$bin" | grep -o '/[^ ]*'); do
+            mkdir -p "$rootfs$(dirname "$lib")"
+            [ -e "$rootfs$lib" ] || cp -L "$lib" "$rootfs$lib"
+        done
+    done
+}
+
 # Wait up to $2 seconds for pid $1 to exit, then SIGKILL it.
 stop_pid() {
     local pid=$1 grace=$2 i

@@ -31,6 +31,24 @@ pub fn must(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Whether a TCP connect from the host's namespace to `addr`:`port` gets
+/// `want` back within two seconds (a server that writes and closes).
+pub fn host_fetch(addr: &str, port: u16, want: &str) -> bool {
+    use std::io::Read;
+    use std::net::{SocketAddr, TcpStream};
+    let Ok(ip) = addr.parse::<std::net::IpAddr>() else {
+        return false;
+    };
+    let Ok(mut s) = TcpStream::connect_timeout(&SocketAddr::new(ip, port), Duration::from_secs(2))
+    else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut got = String::new();
+    let _ = s.read_to_string(&mut got);
+    got.contains(want)
+}
+
 /// The host state the network hook must never change: routes of every table
 /// and the nftables ruleset (stateless: counters are traffic, not rules).
 /// Other engineers' and suites' containers come and go on the same host:

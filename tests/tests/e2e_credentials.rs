@@ -153,25 +153,21 @@ fn tls_image() {
     }
     let rootfs = env().var("VIBE_TEST_ROOTFS").to_string();
     let tar = Path::new(DIR).join("tls-rootfs.tar");
+    let repo = env().repo.display().to_string();
     let sh = format!(
         r#"set -e
+REPO={repo}
+. "$REPO/tests/env/common.sh"
 r=$(mktemp -d)
 trap 'rm -rf "$r"' EXIT
 cp -a {rootfs}/. "$r/"
-for b in /usr/bin/curl /usr/bin/git /usr/lib/git-core/git-remote-https /usr/lib/git-core/git-remote-http; do
-  mkdir -p "$r$(dirname $b)"
-  cp -L "$b" "$r$b"
-  for l in $(ldd "$b" | grep -o '/[^ ]*'); do
-    mkdir -p "$r$(dirname $l)"
-    [ -e "$r$l" ] || cp -L "$l" "$r$l"
-  done
-done
+add_host_binaries "$r" /usr/bin/curl /usr/bin/git /usr/lib/git-core/git-remote-https /usr/lib/git-core/git-remote-http
 mkdir -p "$r/tmp" "$r/etc"
 tar -C "$r" -cf {tar} .
 "#,
         tar = tar.display()
     );
-    must(&["sh", "-c", &sh]);
+    must(&["bash", "-c", &sh]);
     let bytes = std::fs::read(&tar).expect("the image tarball");
     docker::docker_with(
         &["import", "-", TLS_IMAGE],

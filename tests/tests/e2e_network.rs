@@ -282,22 +282,8 @@ struct Inbound {
     v6: Option<bool>,
 }
 
-/// Whether a TCP connect to `addr` gets `want` back within two seconds.
 fn fetch(addr: &str, port: u16, want: &str) -> bool {
-    use std::io::Read;
-    use std::net::{SocketAddr, TcpStream};
-    use std::time::Duration;
-    let Ok(ip) = addr.parse::<std::net::IpAddr>() else {
-        return false;
-    };
-    let Ok(mut s) = TcpStream::connect_timeout(&SocketAddr::new(ip, port), Duration::from_secs(2))
-    else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let mut got = String::new();
-    let _ = s.read_to_string(&mut got);
-    got.contains(want)
+    netns::host_fetch(addr, port, want)
 }
 
 /// Starts a container publishing 8080 on 127.0.0.1 (through the engine's

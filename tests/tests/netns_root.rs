@@ -572,6 +572,7 @@ fn netlink_and_nft_install_the_same_table() {
         assert_eq!(host_listings[0], host_listings[1], "host table for {net:?}");
         let facts = Facts {
             container_addrs: container_addrs.clone(),
+            ..Facts::default()
         };
         for chain in container_table(&net, &facts).chains {
             for rule in chain.rules {
@@ -677,5 +678,128 @@ fn reapplying_replaces_the_rules() {
     assert!(lab.container.tcp_answers(netns::PUBLIC_HOST, 8080));
     assert!(!lab.container.tcp_answers(netns::UNLISTED_HOST, 8080));
     remove_host_rules(ID).unwrap();
+    guard.assert_host_unchanged();
+}
+
+/// Preview ports, judged on the hook itself (no engine): a bridge of the
+/// host's (`vpvbr<slot>`, 10.93.<slot>.1/24) with the container's namespace
+/// on it. The hook runs before the container has its interface (Docker 28's
+/// order), so only the start check can learn the host side; after it the
+/// host reaches 8000 (listed) and not 9000, and the container opens nothing
+/// to the host. Both backends install the same rules, listed as rendered.
+/// (A neighbour on the bridge is e2e_preview's: the host's br_netfilter and
+/// Docker's FORWARD policy drop bridged frames of a bridge Docker does not
+/// own.)
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn preview_ports_let_in_only_the_host_bridge_address() {
+    use std::io::Write;
+    use std::net::TcpListener;
+    use vibe_policy::network::ruleset::{container_table, Facts};
+    let guard = host_guard();
+    let slot = vibe_shim_tests::egress::slot();
+    let bridge = format!("vpvbr{slot}");
+    let (gw, addr) = (format!("10.93.{slot}.1"), format!("10.93.{slot}.2"));
+    struct Links(Vec<String>);
+    impl Drop for Links {
+        fn drop(&mut self) {
+            for link in &self.0 {
+                let _ = netns::run(&["ip", "link", "del", link]);
+            }
+        }
+    }
+    let _ = netns::run(&["ip", "link", "del", &bridge]);
+    netns::must(&["ip", "link", "add", &bridge, "type", "bridge"]);
+    let mut links = Links(vec![bridge.clone()]);
+    netns::must(&["ip", "addr", "add", &format!("{gw}/24"), "dev", &bridge]);
+    netns::must(&["ip", "link", "set", &bridge, "up"]);
+    let attach = |ns: &Netns, host_end: &str, ip: &str| {
+        let _ = netns::run(&["ip", "link", "del", host_end]);
+        netns::must(&[
+            "ip", "link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns",
+            &ns.name,
+        ]);
+        netns::must(&["ip", "link", "set", host_end, "master", &bridge, "up"]);
+        ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
+        ns.ip(&["link", "set", "eth0", "up"]);
+        ns.ip(&["route", "add", "default", "via", &gw]);
+    };
+    let mut container = Netns::new(&format!("vpvC{slot}"));
+    container.tcp_server(8000);
+    container.tcp_server(9000);
+    let pid = container.spawn(&["sleep", "60"]);
+    // A host listener on the bridge address, for the outward probe.
+    let listener = TcpListener::bind((gw.as_str(), 0)).expect("bind on the bridge");
+    let host_port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let _ = conn.write_all(b"ok\n");
+        }
+    });
+
+    let mut net = policy(NetworkMode::Proxy, &[], false);
+    net.hosts = vec!["api.example".into()];
+    net.preview_ports = vec!["8000".parse().unwrap(), "3000-3999".parse().unwrap()];
+    let mut listings = Vec::new();
+    for (i, nft) in [None, Some(PathBuf::from("/usr/sbin/nft"))]
+        .into_iter()
+        .enumerate()
+    {
+        let with = NetworkSection { nft, ..net.clone() };
+        run_network_hook(&state(pid, Path::new("/nonexistent")), &with).unwrap();
+        if i == 0 {
+            assert!(
+                !table(&container).contains(&gw),
+                "a preview rule before the container had an address:\n{}",
+                table(&container)
+            );
+            // Control, the wall aside: the lab answers everyone.
+            container.exec(&["nft", "delete", "table", "inet", "vibe_shim"]);
+            attach(&container, &format!("vpvc{slot}"), &addr);
+            links.0.push(format!("vpvc{slot}"));
+            assert!(
+                netns::host_fetch(&addr, 9000, "ok"),
+                "control: host to 9000"
+            );
+            run_network_hook(&state(pid, Path::new("/nonexistent")), &with).unwrap();
+        }
+        check_before_start(ID, pid, &with).unwrap();
+        let listing = table(&container);
+        assert!(
+            listing.contains(&format!("ip saddr {gw} tcp dport 8000 accept")),
+            "{listing}"
+        );
+        assert_eq!(listing.matches("ip saddr").count(), 2, "{listing}");
+        assert!(
+            !has_default_route(&container),
+            "proxy mode keeps no default route"
+        );
+        assert!(
+            netns::host_fetch(&addr, 8000, "ok"),
+            "host to a preview port"
+        );
+        assert!(
+            !netns::host_fetch(&addr, 9000, "ok"),
+            "host to an unlisted port"
+        );
+        assert!(
+            !container.tcp_answers(&gw, host_port),
+            "container out to the host"
+        );
+        listings.push(listing);
+    }
+    assert_eq!(listings[0], listings[1], "netlink vs nft");
+    let facts = Facts {
+        preview_sources: vec![gw.parse().unwrap()],
+        ..Facts::default()
+    };
+    for chain in container_table(&net, &facts).chains {
+        for rule in chain.rules {
+            let line = format!("\t\t{rule}\n");
+            assert!(listings[0].contains(&line), "{line:?} in\n{}", listings[0]);
+        }
+    }
+    drop(container);
+    drop(links);
     guard.assert_host_unchanged();
 }

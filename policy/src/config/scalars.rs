@@ -109,6 +109,78 @@ pub(crate) fn parse_uid_gid(text: &str) -> Option<(u32, u32)> {
     Some((uid.parse().ok()?, gid.parse().ok()?))
 }
 
+/// One `network.preview_ports` entry: a container TCP port (`8000`) or an
+/// inclusive range (`"3000-3999"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    pub lo: u16,
+    pub hi: u16,
+}
+
+impl PortRange {
+    pub fn overlaps(&self, other: &PortRange) -> bool {
+        self.lo <= other.hi && other.lo <= self.hi
+    }
+}
+
+impl fmt::Display for PortRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.lo == self.hi {
+            write!(f, "{}", self.lo)
+        } else {
+            write!(f, "{}-{}", self.lo, self.hi)
+        }
+    }
+}
+
+impl FromStr for PortRange {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = || format!("invalid port range {text:?}: expected PORT or LOW-HIGH, 1-65535");
+        let (lo, hi) = text.split_once('-').unwrap_or((text, text));
+        let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+        if !digits(lo) || !digits(hi) {
+            return Err(bad());
+        }
+        let lo: u16 = lo.parse().map_err(|_| bad())?;
+        let hi: u16 = hi.parse().map_err(|_| bad())?;
+        if lo == 0 || lo > hi {
+            return Err(bad());
+        }
+        Ok(PortRange { lo, hi })
+    }
+}
+
+impl<'de> Deserialize<'de> for PortRange {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Port(i64),
+            Text(String),
+        }
+        let msg = "a port entry is a number (8000) or a range string (\"3000-3999\"), 1-65535";
+        match Raw::deserialize(d).map_err(|_| serde::de::Error::custom(msg))? {
+            Raw::Port(p) => match u16::try_from(p) {
+                Ok(p) if p > 0 => Ok(PortRange { lo: p, hi: p }),
+                _ => Err(serde::de::Error::custom(msg)),
+            },
+            Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl Serialize for PortRange {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.lo == self.hi {
+            s.serialize_u16(self.lo)
+        } else {
+            s.collect_str(self)
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {

@@ -220,6 +220,16 @@ pub enum NetworkMode {
 }
 
 impl NetworkMode {
+    /// The mode as the policy file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            NetworkMode::None => "none",
+            NetworkMode::Allowlist => "allowlist",
+            NetworkMode::Open => "open",
+            NetworkMode::Proxy => "proxy",
+        }
+    }
+
     /// The wall lets nothing past loopback: `none`, and `proxy` (whose way
     /// out is a listener on the container's own loopback).
     pub fn loopback_only(self) -> bool {
@@ -242,6 +252,11 @@ pub struct NetworkSection {
     /// New inbound connections (published ports): dropped unless true, and
     /// never possible in mode "none".
     pub inbound: bool,
+    /// mode "proxy": container TCP ports that new connections may reach
+    /// from the engine's host side only (the host's own address on the
+    /// container's bridge: docker-proxy, or dockerd's masquerade of
+    /// loopback traffic), for a dev server published on 127.0.0.1.
+    pub preview_ports: Vec<PortRange>,
     /// The resolvers `dns = true` allows (the admin's list, IPv4 or IPv6).
     pub resolvers: Vec<IpAddr>,
     /// mode "proxy": the names the proxy tunnels to (`name`, `*.name`,
@@ -317,6 +332,7 @@ impl Default for NetworkSection {
             dns: false,
             nft: None,
             inbound: false,
+            preview_ports: Vec::new(),
             resolvers: Vec::new(),
             hosts: Vec::new(),
             ports: vec![80, 443],
@@ -332,21 +348,21 @@ impl Default for NetworkSection {
 /// A short fingerprint of the network policy, stored as a rule comment so
 /// the start-time check can tell our table from a look-alike.
 pub fn policy_tag(net: &NetworkSection) -> String {
-    let mode = match net.mode {
-        NetworkMode::None => "none",
-        NetworkMode::Allowlist => "allowlist",
-        NetworkMode::Open => "open",
-        NetworkMode::Proxy => "proxy",
-    };
+    let mode = net.mode.name();
     let allow: Vec<String> = net.allow.iter().map(|r| r.to_string()).collect();
     let resolvers: Vec<String> = net.resolvers.iter().map(|r| r.to_string()).collect();
-    let canonical = format!(
+    let mut canonical = format!(
         "mode={mode};dns={};allow={};inbound={};resolvers={}",
         net.dns,
         allow.join(","),
         net.inbound,
         resolvers.join(",")
     );
+    // Only when set: the tags of every other policy stay as they were.
+    if !net.preview_ports.is_empty() {
+        let ports: Vec<String> = net.preview_ports.iter().map(|p| p.to_string()).collect();
+        canonical.push_str(&format!(";preview={}", ports.join(",")));
+    }
     // FNV-1a: stable across builds and platforms, no dependency needed.
     let hash = canonical.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

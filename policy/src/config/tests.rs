@@ -111,6 +111,63 @@ fn allow_entries_parse() {
 }
 
 #[test]
+fn preview_ports_only_in_proxy_mode_and_strictly_parsed() {
+    let proxy = "[network]\nmode = \"proxy\"\nhosts = [\"api.example\"]\n";
+    let p = parse(&format!("{proxy}preview_ports = [8000, \"3000-3999\"]\n")).unwrap();
+    let got: Vec<(u16, u16)> = p
+        .network
+        .preview_ports
+        .iter()
+        .map(|r| (r.lo, r.hi))
+        .collect();
+    assert_eq!(got, [(8000, 8000), (3000, 3999)]);
+    assert!(parse(proxy).unwrap().network.preview_ports.is_empty());
+    for bad in [
+        "0",
+        "65536",
+        "-1",
+        "\"9-3\"",
+        "\"0-10\"",
+        "\"80-\"",
+        "\" 80\"",
+        "\"80/udp\"",
+        "\"x\"",
+        "8.5",
+        "true",
+        // Overlaps, in either order, and a repeat.
+        "8000, \"7000-8000\"",
+        "\"3000-3999\", 3500",
+        "8000, 8000",
+    ] {
+        let text = format!("{proxy}preview_ports = [{bad}]\n");
+        let err = parse(&text).expect_err(&text).to_string();
+        assert!(
+            err.contains("preview_ports") || err.contains("port"),
+            "{text}: {err}"
+        );
+    }
+    for mode in ["none", "allowlist", "open"] {
+        let allow = if mode == "allowlist" {
+            "allow = [\"192.0.2.1\"]\n"
+        } else {
+            ""
+        };
+        let text = format!("[network]\nmode = \"{mode}\"\n{allow}preview_ports = [8000]\n");
+        let err = parse(&text).expect_err(&text).to_string();
+        assert!(err.contains("network.preview_ports"), "{text}: {err}");
+    }
+    // A different list is a different tag, and no list keeps the old tag.
+    let a = parse(&format!("{proxy}preview_ports = [8000]\n")).unwrap();
+    let b = parse(&format!("{proxy}preview_ports = [8001]\n")).unwrap();
+    let c = parse(proxy).unwrap();
+    assert_ne!(policy_tag(&a.network), policy_tag(&b.network));
+    assert_ne!(policy_tag(&a.network), policy_tag(&c.network));
+    let mut d = c.network.clone();
+    d.hosts.clear();
+    assert_eq!(policy_tag(&c.network), policy_tag(&d));
+}
+
+#[test]
 fn allowlist_mode_needs_entries() {
     assert!(parse("[network]\nmode = \"allowlist\"\n").is_err());
     assert!(parse("[network]\nmode = \"none\"\nallow = [\"1.2.3.4\"]\n").is_err());

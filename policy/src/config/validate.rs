@@ -152,8 +152,15 @@ impl Policy {
         if self.network.mode.loopback_only() && self.network.inbound {
             return Err(invalid(
                 "network.inbound",
-                "mode \"none\" allows no traffic but loopback; inbound needs \"allowlist\" or \"open\""
-                    .into(),
+                format!(
+                    "mode {:?} allows no traffic but loopback; inbound needs \"allowlist\" or \"open\"{}",
+                    self.network.mode.name(),
+                    if self.network.mode == NetworkMode::Proxy {
+                        " (a dev server in mode \"proxy\": network.preview_ports)"
+                    } else {
+                        ""
+                    }
+                ),
             ));
         }
         if !self.network.dns && !self.network.resolvers.is_empty() {
@@ -301,6 +308,12 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
         if net.enforce != defaults.enforce {
             return Err(("network.enforce", "only applies with mode \"proxy\"".into()));
         }
+        if !net.preview_ports.is_empty() {
+            return Err((
+                "network.preview_ports",
+                "only applies with mode \"proxy\" (allowlist and open use inbound = true)".into(),
+            ));
+        }
         return Ok(());
     }
     for entry in &net.hosts {
@@ -313,6 +326,14 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
             "network.hosts",
             "mode \"proxy\" needs at least one entry (use mode \"none\" for no egress, or enforce = false to learn what is needed)".into(),
         ));
+    }
+    for (i, range) in net.preview_ports.iter().enumerate() {
+        if let Some(other) = net.preview_ports[..i].iter().find(|o| o.overlaps(range)) {
+            return Err((
+                "network.preview_ports",
+                format!("{range} overlaps {other}, listed before it"),
+            ));
+        }
     }
     for (i, port) in net.ports.iter().enumerate() {
         if *port == 0 {

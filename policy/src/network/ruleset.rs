@@ -28,7 +28,7 @@
 use std::fmt::{self, Write as _};
 use std::net::IpAddr;
 
-use crate::config::{policy_tag, AllowRule, NetworkMode, NetworkSection, Protocol};
+use crate::config::{policy_tag, AllowRule, NetworkMode, NetworkSection, PortRange, Protocol};
 use crate::lang::container_id;
 use ipnet::IpNet;
 
@@ -49,6 +49,42 @@ pub struct Facts {
     /// The container's addresses (not loopback, not link-local), used by
     /// open mode; read inside its namespace.
     pub container_addrs: Vec<IpAddr>,
+    /// Mode proxy with `preview_ports`: the engine's host side of the
+    /// container's bridge ([`preview_sources`]), the only source new
+    /// connections to a preview port may come from.
+    pub preview_sources: Vec<IpAddr>,
+}
+
+/// The addresses a preview port lets in: each host bridge address (`bridges`,
+/// read in the host's namespace) that lies on the subnet of one of the
+/// container's addresses (`container`, read in its namespace, as
+/// address/prefix), but is not that address. That is the source docker-proxy
+/// connects from, and the one dockerd masquerades the host's loopback
+/// traffic to with the userland proxy off. No container can send from it
+/// without CAP_NET_RAW, and the host's kernel drops it as a martian when it
+/// arrives from any other interface. Loopback and link-local addresses never
+/// count; IPv4 first.
+pub fn preview_sources(container: &[IpNet], bridges: &[IpAddr]) -> Vec<IpAddr> {
+    let found: Vec<IpAddr> = bridges
+        .iter()
+        .copied()
+        .filter(|b| is_routable(*b))
+        .filter(|b| {
+            container
+                .iter()
+                .any(|c| is_routable(c.addr()) && c.addr() != *b && c.trunc().contains(b))
+        })
+        .collect();
+    sorted(&found)
+}
+
+fn is_routable(addr: IpAddr) -> bool {
+    match addr {
+        IpAddr::V4(a) => !(a.is_loopback() || a.is_link_local() || a.is_unspecified()),
+        IpAddr::V6(a) => {
+            !(a.is_loopback() || a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80)
+        }
+    }
 }
 
 /// One condition of a rule. All of a rule's matches must hold.
@@ -63,6 +99,13 @@ pub enum Match {
         protocol: Protocol,
         ports: Option<(u16, u16)>,
     },
+    /// `tcp sport LO[-HI]` (`udp` for udp).
+    SourcePorts {
+        protocol: Protocol,
+        ports: (u16, u16),
+    },
+    /// `ct state established`: replies only, not related ICMP.
+    Established,
     /// `icmpv6 type TYPE`.
     Icmpv6Type(u8),
     /// `meta oiftype loopback`: by device type, since every namespace has lo.
@@ -162,7 +205,7 @@ pub fn container_table(net: &NetworkSection, facts: &Facts) -> Table {
             Chain {
                 hook: Hook::Input,
                 policy: Verdict::Drop,
-                rules: input_rules(net),
+                rules: input_rules(net, facts),
             },
             Chain {
                 hook: Hook::Forward,
@@ -217,7 +260,22 @@ pub fn output_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
     // comment, because a table's comment cannot change once it exists.
     rules.push(Rule::new(vec![Match::OifLoopback], Verdict::Accept).tagged(&policy_tag(net)));
     if net.mode.loopback_only() {
-        // Nothing but loopback, not even replies: nothing comes in either.
+        // Nothing but loopback, not even replies, except the replies of a
+        // preview port to the engine's host side.
+        for (from, range) in previews(net, facts) {
+            rules.push(Rule::new(
+                vec![
+                    Match::Daddr(IpNet::from(from)),
+                    Match::SourcePorts {
+                        protocol: Protocol::Tcp,
+                        ports: (range.lo, range.hi),
+                    },
+                    Match::Established,
+                ],
+                Verdict::Accept,
+            ));
+        }
+        rules.extend(preview_neighbour_rules(net, facts));
         rules.push(Rule::new(Vec::new(), Verdict::RejectAdminProhibited));
         return rules;
     }
@@ -258,11 +316,25 @@ pub fn output_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
 }
 
 /// The input chain: loopback; with egress also replies and neighbour
-/// discovery; new connections only with `inbound = true`.
-pub fn input_rules(net: &NetworkSection) -> Vec<Rule> {
+/// discovery; new connections only with `inbound = true`, or in mode proxy
+/// to a preview port from the engine's host side.
+pub fn input_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
     let mut rules =
         vec![Rule::new(vec![Match::IifLoopback], Verdict::Accept).tagged(&policy_tag(net))];
     if net.mode.loopback_only() {
+        for (from, range) in previews(net, facts) {
+            rules.push(Rule::new(
+                vec![
+                    Match::Saddr(IpNet::from(from)),
+                    Match::Transport {
+                        protocol: Protocol::Tcp,
+                        ports: Some((range.lo, range.hi)),
+                    },
+                ],
+                Verdict::Accept,
+            ));
+        }
+        rules.extend(preview_neighbour_rules(net, facts));
         return rules;
     }
     rules.push(Rule::new(
@@ -279,6 +351,34 @@ pub fn input_rules(net: &NetworkSection) -> Vec<Rule> {
         rules.push(Rule::new(Vec::new(), Verdict::Accept));
     }
     rules
+}
+
+/// Each (source, port range) a preview rule names: only mode proxy, and
+/// nothing without a known host side.
+fn previews(net: &NetworkSection, facts: &Facts) -> Vec<(IpAddr, PortRange)> {
+    if net.mode != NetworkMode::Proxy {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for from in sorted(&facts.preview_sources) {
+        for range in &net.preview_ports {
+            out.push((from, *range));
+        }
+    }
+    out
+}
+
+/// IPv6 needs neighbour discovery to answer an IPv6 host side at all:
+/// solicitations and advertisements, in and out, only when a preview rule
+/// names an IPv6 source (they never leave the link and carry no payload).
+fn preview_neighbour_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
+    if !previews(net, facts).iter().any(|(from, _)| from.is_ipv6()) {
+        return Vec::new();
+    }
+    [ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT]
+        .into_iter()
+        .map(|t| Rule::new(vec![Match::Icmpv6Type(t)], Verdict::Accept))
+        .collect()
 }
 
 /// The name of the host-namespace table that keeps container `id` off the
@@ -455,6 +555,17 @@ impl fmt::Display for Match {
                     None => write!(f, "meta l4proto {proto}"),
                 }
             }
+            Match::SourcePorts { protocol, ports } => {
+                let proto = match protocol {
+                    Protocol::Tcp => "tcp",
+                    Protocol::Udp => "udp",
+                };
+                match ports {
+                    (lo, hi) if lo == hi => write!(f, "{proto} sport {lo}"),
+                    (lo, hi) => write!(f, "{proto} sport {lo}-{hi}"),
+                }
+            }
+            Match::Established => f.write_str("ct state established"),
             Match::Icmpv6Type(t) => match *t {
                 ND_ROUTER_SOLICIT => f.write_str("icmpv6 type nd-router-solicit"),
                 ND_NEIGHBOR_SOLICIT => f.write_str("icmpv6 type nd-neighbor-solicit"),
@@ -587,6 +698,7 @@ table inet vibe_shim {{\n\
         net.resolvers = addrs(&["192.0.2.53"]);
         let facts = Facts {
             container_addrs: addrs(&["172.30.99.2"]),
+            ..Facts::default()
         };
         let text = ruleset(&container_table(&net, &facts));
         assert!(!text.contains("ct state"), "{text}");
@@ -597,7 +709,7 @@ table inet vibe_shim {{\n\
     #[test]
     fn input_chain_by_mode_and_inbound() {
         let none = section(NetworkMode::None, &[], false);
-        assert_eq!(input_rules(&none).len(), 1);
+        assert_eq!(input_rules(&none, &Facts::default()).len(), 1);
         for mode in [NetworkMode::Allowlist, NetworkMode::Open] {
             let mut net = section(mode, &["203.0.113.5"], false);
             let tag = policy_tag(&net);
@@ -607,12 +719,148 @@ table inet vibe_shim {{\n\
                 "icmpv6 type nd-neighbor-solicit accept".to_string(),
                 "icmpv6 type nd-neighbor-advert accept".to_string(),
             ];
-            assert_eq!(texts(&input_rules(&net)), closed);
+            assert_eq!(texts(&input_rules(&net, &Facts::default())), closed);
             net.inbound = true;
-            let rules = texts(&input_rules(&net));
+            let rules = texts(&input_rules(&net, &Facts::default()));
             assert_eq!(rules.last().map(String::as_str), Some("accept"));
             assert_eq!(rules.len(), closed.len() + 1);
         }
+    }
+
+    fn preview(ports: &[&str]) -> NetworkSection {
+        let mut net = section(NetworkMode::Proxy, &[], false);
+        net.hosts = vec!["api.example".into()];
+        net.preview_ports = ports.iter().map(|p| p.parse().unwrap()).collect();
+        net
+    }
+
+    fn nets(list: &[&str]) -> Vec<IpNet> {
+        list.iter().map(|a| a.parse().unwrap()).collect()
+    }
+
+    /// Proxy mode today: a published port answers nothing, since nothing
+    /// but loopback comes in; the policy's preview ports let in new TCP
+    /// connections from the engine's host side only, and let out only
+    /// their established replies.
+    #[test]
+    fn proxy_preview_golden() {
+        let none_set = preview(&[]);
+        let facts = Facts {
+            preview_sources: addrs(&["172.30.93.1"]),
+            ..Facts::default()
+        };
+        assert_eq!(input_rules(&none_set, &facts).len(), 1, "no key, no rule");
+        let net = preview(&["8000", "3000-3999"]);
+        let tag = policy_tag(&net);
+        let text = ruleset(&container_table(&net, &facts));
+        let expected = format!(
+            "add table inet vibe_shim\n\
+flush table inet vibe_shim\n\
+table inet vibe_shim {{\n\
+\tchain output {{\n\
+\t\ttype filter hook output priority filter; policy drop;\n\
+\t\tip daddr 127.0.0.11 drop\n\
+\t\tmeta oiftype loopback accept comment \"{tag}\"\n\
+\t\tip daddr 172.30.93.1 tcp sport 8000 ct state established accept\n\
+\t\tip daddr 172.30.93.1 tcp sport 3000-3999 ct state established accept\n\
+\t\treject with icmpx admin-prohibited\n\
+\t}}\n\
+\tchain input {{\n\
+\t\ttype filter hook input priority filter; policy drop;\n\
+\t\tmeta iiftype loopback accept comment \"{tag}\"\n\
+\t\tip saddr 172.30.93.1 tcp dport 8000 accept\n\
+\t\tip saddr 172.30.93.1 tcp dport 3000-3999 accept\n\
+\t}}\n\
+\tchain forward {{\n\
+\t\ttype filter hook forward priority filter; policy drop;\n\
+\t}}\n\
+}}\n"
+        );
+        assert_eq!(text, expected);
+        // Not a single conntrack accept that could carry a connection the
+        // container opened, nor any udp.
+        assert!(!text.contains("related"), "{text}");
+        assert!(!text.contains("udp"), "{text}");
+    }
+
+    /// No host side known (Docker 28 before start, a network without a
+    /// bridge of the host's): the wall is mode none's, byte for byte.
+    #[test]
+    fn preview_without_a_host_side_is_the_plain_wall() {
+        let net = preview(&["8000"]);
+        let mut plain = net.clone();
+        plain.preview_ports.clear();
+        let ours = ruleset(&container_table(&net, &Facts::default()));
+        let theirs = ruleset(&container_table(&plain, &Facts::default()));
+        assert_eq!(
+            ours.replace(&policy_tag(&net), "TAG"),
+            theirs.replace(&policy_tag(&plain), "TAG")
+        );
+    }
+
+    /// IPv6 needs neighbour discovery to answer the host side; it comes
+    /// only with an IPv6 source, before the final reject.
+    #[test]
+    fn preview_v6_adds_neighbour_discovery() {
+        let net = preview(&["8000"]);
+        let facts = Facts {
+            preview_sources: addrs(&["fd42::1", "172.30.93.1"]),
+            ..Facts::default()
+        };
+        let out = texts(&output_rules(&net, &facts));
+        let inp = texts(&input_rules(&net, &facts));
+        for rules in [&out, &inp] {
+            assert!(rules
+                .iter()
+                .any(|r| r == "icmpv6 type nd-neighbor-solicit accept"));
+            assert!(rules
+                .iter()
+                .any(|r| r == "icmpv6 type nd-neighbor-advert accept"));
+        }
+        assert!(inp.contains(&"ip6 saddr fd42::1 tcp dport 8000 accept".to_string()));
+        assert!(out
+            .contains(&"ip6 daddr fd42::1 tcp sport 8000 ct state established accept".to_string()));
+        assert_eq!(
+            out.last().map(String::as_str),
+            Some("reject with icmpx admin-prohibited")
+        );
+        let v4_only = Facts {
+            preview_sources: addrs(&["172.30.93.1"]),
+            ..Facts::default()
+        };
+        assert!(!ruleset(&container_table(&net, &v4_only)).contains("icmpv6"));
+    }
+
+    /// Only mode proxy: none keeps nothing but loopback whatever the facts.
+    #[test]
+    fn preview_rules_only_in_proxy_mode() {
+        let mut net = preview(&["8000"]);
+        net.mode = NetworkMode::None;
+        let facts = Facts {
+            preview_sources: addrs(&["172.30.93.1"]),
+            ..Facts::default()
+        };
+        assert!(!ruleset(&container_table(&net, &facts)).contains("172.30.93.1"));
+    }
+
+    #[test]
+    fn preview_sources_are_host_bridge_addresses_on_the_container_subnet() {
+        let container = nets(&["127.0.0.1/8", "172.30.93.2/24", "fd42::2/64", "fe80::2/64"]);
+        let bridges = addrs(&[
+            "fe80::1",     // link-local: never
+            "fd42::1",     // on the container's /64
+            "172.30.93.1", // the gateway
+            "172.30.94.1", // another bridge's subnet
+            "172.30.93.2", // the container's own address
+            "127.0.0.1",   // loopback: never
+            "172.30.93.1", // listed twice
+        ]);
+        assert_eq!(
+            preview_sources(&container, &bridges),
+            addrs(&["172.30.93.1", "fd42::1"])
+        );
+        assert!(preview_sources(&[], &bridges).is_empty());
+        assert!(preview_sources(&container, &[]).is_empty());
     }
 
     #[test]
@@ -637,6 +885,7 @@ table inet vibe_shim {{\n\
         ]);
         let facts = Facts {
             container_addrs: addrs(&["203.0.113.9"]),
+            ..Facts::default()
         };
         let mut expected = vec![lo(&net), CT.to_string()];
         expected.extend(ND.map(String::from));
@@ -686,6 +935,7 @@ table inet vibe_shim {{\n\
         let net = section(NetworkMode::Open, &[], false);
         let facts = Facts {
             container_addrs: addrs(&["fd42::2", "172.30.99.2", "172.30.99.2"]),
+            ..Facts::default()
         };
         let mut expected = vec![
             "ip daddr 127.0.0.11 drop".to_string(),
