@@ -340,13 +340,17 @@ pub fn policy_tag(net: &NetworkSection) -> String {
     };
     let allow: Vec<String> = net.allow.iter().map(|r| r.to_string()).collect();
     let resolvers: Vec<String> = net.resolvers.iter().map(|r| r.to_string()).collect();
-    let canonical = format!(
+    let mut canonical = format!(
         "mode={mode};dns={};allow={};inbound={};resolvers={}",
         net.dns,
         allow.join(","),
         net.inbound,
         resolvers.join(",")
     );
+    // Only where it changes the table, so every other tag stays as it was.
+    if net.transparent && net.mode == NetworkMode::Proxy {
+        canonical.push_str(";transparent");
+    }
     // FNV-1a: stable across builds and platforms, no dependency needed.
     let hash = canonical.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

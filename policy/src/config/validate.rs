@@ -301,6 +301,12 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
         if net.enforce != defaults.enforce {
             return Err(("network.enforce", "only applies with mode \"proxy\"".into()));
         }
+        if net.transparent {
+            return Err((
+                "network.transparent",
+                "only applies with mode \"proxy\"".into(),
+            ));
+        }
         return Ok(());
     }
     for entry in &net.hosts {

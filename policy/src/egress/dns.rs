@@ -29,6 +29,10 @@ pub const FAKE_NET: (Ipv4Addr, u8) = (Ipv4Addr::new(198, 18, 0, 0), 15);
 /// never handed out.
 pub const FAKE_LO_ADDR: Ipv4Addr = Ipv4Addr::new(198, 19, 255, 254);
 
+/// The port the daemon's answerer listens on (UDP and TCP) on the
+/// container's loopback; the nat chain redirects every query there.
+pub const DNS_PORT: u16 = 3153;
+
 /// How long a client may cache an answer, in seconds.
 pub const ANSWER_TTL: u32 = 30;
 
