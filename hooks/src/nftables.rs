@@ -678,20 +678,17 @@ impl TableView {
                 && c.policy == Some(NF_ACCEPT)
                 && c.kind.as_deref() == Some("nat")
         });
-        let rules_ok = self
-            .rules
-            .iter()
-            .filter(|r| r.chain == NAT_CHAIN)
-            .all(|r| {
-                let redirects =
-                    matches!(r.exprs.last(), Some(ExprView::Other(n)) if n == "redir");
-                let only_matches = r.exprs.iter().all(|e| match e {
-                    ExprView::Other(n) => ["meta", "bitwise", "immediate", "redir"].contains(&n.as_str()),
-                    ExprView::Payload { .. } | ExprView::Cmp { .. } => true,
-                    ExprView::Verdict(_) => false,
-                });
-                redirects && only_matches
+        let rules_ok = self.rules.iter().filter(|r| r.chain == NAT_CHAIN).all(|r| {
+            let redirects = matches!(r.exprs.last(), Some(ExprView::Other(n)) if n == "redir");
+            let only_matches = r.exprs.iter().all(|e| match e {
+                ExprView::Other(n) => {
+                    ["meta", "bitwise", "immediate", "redir"].contains(&n.as_str())
+                }
+                ExprView::Payload { .. } | ExprView::Cmp { .. } => true,
+                ExprView::Verdict(_) => false,
             });
+            redirects && only_matches
+        });
         chain_ok && rules_ok
     }
 
@@ -849,11 +846,18 @@ mod tests {
         assert_eq!(nat.len(), 4, "2 DNS + ports 80, 443");
         let mut plain = net.clone();
         plain.transparent = false;
-        assert!(!view.is_ours(&policy_tag(&plain)), "the tag tells them apart");
+        assert!(
+            !view.is_ours(&policy_tag(&plain)),
+            "the tag tells them apart"
+        );
         assert!(view_of(&container_table(&plain, &Facts::default())).is_ours(&policy_tag(&plain)));
 
         let mut dnat = view.clone();
-        let at = dnat.rules.iter().position(|r| r.chain == NAT_CHAIN).unwrap();
+        let at = dnat
+            .rules
+            .iter()
+            .position(|r| r.chain == NAT_CHAIN)
+            .unwrap();
         dnat.rules[at].exprs.push(ExprView::Other("nat".into()));
         assert!(!dnat.is_ours(&tag));
         let mut accept = view.clone();

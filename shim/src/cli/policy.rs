@@ -275,10 +275,15 @@ fn summary_lines(policy: &Policy) -> Vec<String> {
     let r = &v["resources"];
     vec![
         format!(
-            "network: mode {}, hosts: {}, ports: {}",
+            "network: mode {}, hosts: {}, ports: {}{}",
             text(&n["mode"]),
             list(&n["hosts"], 6),
-            list(&n["ports"], 6)
+            list(&n["ports"], 6),
+            if n["transparent"] == true {
+                ", transparent (DNS and TCP caught in the container's namespace)"
+            } else {
+                ""
+            }
         ),
         format!(
             "credentials: {}",

@@ -147,7 +147,9 @@ impl Conn {
             Via::Tls => "transparent-tls",
             _ => "transparent-http",
         };
-        let o = self.refuse(Decision::deny(name, port, why), kind, None).await;
+        let o = self
+            .refuse(Decision::deny(name, port, why), kind, None)
+            .await;
         self.log(&o);
     }
 }
