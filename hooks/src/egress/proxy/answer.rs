@@ -201,3 +201,105 @@ impl Answerer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::proxy::ProxySettings;
+    use vibe_policy::config::{NetworkMode, NetworkSection};
+    use vibe_policy::egress::dns::{build_query, FakePool};
+
+    fn answerer(dir: &std::path::Path, enforce: bool) -> Arc<Answerer> {
+        let proxy = Proxy::new(ProxySettings {
+            log_path: dir.join("egress.jsonl"),
+            ..ProxySettings::default()
+        })
+        .unwrap();
+        let container = Arc::new(Container {
+            id: "c1".into(),
+            network: NetworkSection {
+                mode: NetworkMode::Proxy,
+                hosts: vec!["api.example.com".into()],
+                enforce,
+                transparent: true,
+                ..NetworkSection::default()
+            },
+            credentials: None,
+        });
+        proxy.answerer(container, Arc::new(Mutex::new(FakePool::new(16))))
+    }
+
+    fn rcode(m: &[u8]) -> u8 {
+        m[3] & 0xf
+    }
+
+    #[test]
+    fn answers_allowed_names_refuses_the_rest_and_logs_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = answerer(dir.path(), true);
+        let ok = a.reply(&build_query(1, "api.example.com", 1)).unwrap();
+        assert_eq!(rcode(&ok), 0);
+        assert_eq!(&ok[ok.len() - 4..ok.len() - 2], &[198, 18]);
+        let no = a
+            .reply(&build_query(2, "leak.attacker.example", 1))
+            .unwrap();
+        assert_eq!(rcode(&no), 3);
+        // AAAA of an allowed name: empty, not logged.
+        let aaaa = a.reply(&build_query(3, "api.example.com", 28)).unwrap();
+        assert_eq!((rcode(&aaaa), aaaa[7]), (0, 0));
+        // Not a query: nothing; malformed: FORMERR.
+        let mut response = build_query(4, "api.example.com", 1);
+        response[2] |= 0x80;
+        assert!(a.reply(&response).is_none());
+        let mut bad = build_query(5, "api.example.com", 1);
+        bad[12] = 0xc0;
+        assert_eq!(rcode(&a.reply(&bad).unwrap()), 1);
+        let log = std::fs::read_to_string(dir.path().join("egress.jsonl")).unwrap();
+        let lines: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{log}");
+        assert_eq!(
+            (&lines[0]["kind"], &lines[0]["decision"], &lines[0]["host"]),
+            (&"dns".into(), &"allow".into(), &"api.example.com".into())
+        );
+        assert_eq!(
+            (
+                &lines[1]["container"],
+                &lines[1]["decision"],
+                &lines[1]["host"]
+            ),
+            (
+                &"c1".into(),
+                &"deny".into(),
+                &"leak.attacker.example".into()
+            )
+        );
+    }
+
+    #[test]
+    fn report_mode_answers_every_name_as_would_deny() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = answerer(dir.path(), false);
+        let m = a.reply(&build_query(1, "other.example", 1)).unwrap();
+        assert_eq!(rcode(&m), 0);
+        let log = std::fs::read_to_string(dir.path().join("egress.jsonl")).unwrap();
+        assert!(log.contains("\"decision\":\"would-deny\""), "{log}");
+    }
+
+    #[test]
+    fn queries_over_the_rate_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = answerer(dir.path(), true);
+        let q = build_query(1, "api.example.com", 28);
+        let answered = (0..QUERY_BURST as usize + 200)
+            .filter(|_| a.reply(&q).is_some())
+            .count();
+        assert!(
+            answered < QUERY_BURST as usize + 100,
+            "{answered} answered at once"
+        );
+        assert!(answered >= QUERY_BURST as usize);
+    }
+}
