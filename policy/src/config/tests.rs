@@ -452,6 +452,15 @@ fn transparent_needs_mode_proxy_and_is_off_by_default() {
     assert!(
         parse("[network]\nmode = \"proxy\"\nhosts = [\"a.example\"]\ntransparent = 1\n").is_err()
     );
+    let err = parse(
+        "[network]\nmode = \"proxy\"\nhosts = [\"a.example\"]\ntransparent = true\ndns = true\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("network.transparent") && err.contains("dns = true"),
+        "{err}"
+    );
     // The tag names it (the table differs), and only then.
     assert_ne!(
         crate::config::policy_tag(&on.network),

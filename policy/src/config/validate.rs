@@ -309,6 +309,14 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
         }
         return Ok(());
     }
+    if net.transparent && net.dns {
+        return Err((
+            "network.transparent",
+            "the DNS answerer is the container's only DNS: dns = true would keep the engine's \
+             resolver (127.0.0.11) reachable, which forwards every name"
+                .into(),
+        ));
+    }
     for entry in &net.hosts {
         entry
             .parse::<HostPattern>()
