@@ -713,3 +713,44 @@ fn bench_transparent_against_connect() {
     eprintln!("{out}\n{}", rig.stderr());
     assert!(out.contains("transparent p50"), "{out}");
 }
+
+/// The daemon's memory with 200 transparent containers registered (each
+/// with its listener, answerer and pool), against none; and its open fds.
+/// A benchmark: prints, fails only if a registration fails.
+#[test]
+#[ignore = "needs root and network namespaces; a benchmark"]
+fn bench_two_hundred_transparent_containers() {
+    let rig = Rig::new();
+    let daemon = rig.daemon.as_ref().unwrap().id();
+    let rss = || {
+        std::fs::read_to_string(format!("/proc/{daemon}/status"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().to_string()))
+            .unwrap()
+    };
+    let fds = || std::fs::read_dir(format!("/proc/{daemon}/fd")).unwrap().count();
+    let (rss0, fds0) = (rss(), fds());
+    let mut spaces = Vec::new();
+    for i in 0..200 {
+        let mut ns = Netns::new(&format!("vtpM{i}"));
+        let pid = ns.spawn(&["sleep", "600"]);
+        let netns = File::open(ns.path()).unwrap();
+        client::register(
+            &rig.socket(),
+            Path::new(ROOT),
+            &format!("bench-{i}"),
+            pid,
+            &rig.net,
+            &[],
+            &netns,
+        )
+        .unwrap_or_else(|e| panic!("register {i}: {e}; {}", rig.stderr()));
+        spaces.push(ns);
+    }
+    eprintln!(
+        "daemon RSS {rss0} and {fds0} fds with none; {} and {} fds with 200 transparent containers",
+        rss(),
+        fds()
+    );
+}
