@@ -729,7 +729,11 @@ fn bench_two_hundred_transparent_containers() {
             .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().to_string()))
             .unwrap()
     };
-    let fds = || std::fs::read_dir(format!("/proc/{daemon}/fd")).unwrap().count();
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{daemon}/fd"))
+            .unwrap()
+            .count()
+    };
     let (rss0, fds0) = (rss(), fds());
     let mut spaces = Vec::new();
     for i in 0..200 {
