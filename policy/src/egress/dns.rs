@@ -24,9 +24,10 @@ use crate::lang::hosts::normalize_name;
 /// The range fake addresses come from (RFC 2544's benchmarking range).
 pub const FAKE_NET: (Ipv4Addr, u8) = (Ipv4Addr::new(198, 18, 0, 0), 15);
 
-/// The address the hook puts on the container's `lo` (with the range's
-/// prefix, so the whole range is local there and needs no route off `lo`);
-/// never handed out.
+/// The range's last usable address, never handed out: kept free for an
+/// address on the container's `lo` should the range ever need one (the
+/// hook instead routes everything off the container's link to `lo`, see
+/// `hooks::routes::local_default_on_lo`).
 pub const FAKE_LO_ADDR: Ipv4Addr = Ipv4Addr::new(198, 19, 255, 254);
 
 /// The port the daemon's answerer listens on (UDP and TCP) on the
