@@ -425,6 +425,9 @@ enum RoutePlan {
     Keep,
     /// none: no default route in either family.
     NoDefault,
+    /// proxy with `transparent`: none's, then a local default route on lo
+    /// ([`routes::local_default_on_lo`]).
+    Transparent,
     /// allowlist: no default route, but a route to each of these.
     Only(Vec<IpNet>),
 }
@@ -432,6 +435,7 @@ enum RoutePlan {
 fn route_plan(net: &NetworkSection) -> RoutePlan {
     match net.mode {
         NetworkMode::Open => RoutePlan::Keep,
+        NetworkMode::Proxy if ruleset::is_transparent(net) => RoutePlan::Transparent,
         NetworkMode::None | NetworkMode::Proxy => RoutePlan::NoDefault,
         NetworkMode::Allowlist => {
             let mut targets: Vec<IpNet> = net.allow.iter().map(|r| r.net).collect();
@@ -447,13 +451,18 @@ fn route_plan(net: &NetworkSection) -> RoutePlan {
 }
 
 fn route_work(plan: RoutePlan) -> Result<(), HookError> {
+    let local_lo = plan == RoutePlan::Transparent;
     let targets = match plan {
         RoutePlan::Keep => return Ok(()),
-        RoutePlan::NoDefault => None,
+        RoutePlan::NoDefault | RoutePlan::Transparent => None,
         RoutePlan::Only(targets) => Some(targets),
     };
     Ok(routes::with_netlink(|h| async move {
-        routes::confine_routes(&h, targets.as_deref()).await
+        routes::confine_routes(&h, targets.as_deref()).await?;
+        if local_lo {
+            routes::local_default_on_lo(&h).await?;
+        }
+        Ok(())
     })?)
 }
 
@@ -506,6 +515,11 @@ mod tests {
     fn route_plans() {
         let mut net = NetworkSection::default();
         assert_eq!(route_plan(&net), RoutePlan::NoDefault);
+        net.mode = NetworkMode::Proxy;
+        assert_eq!(route_plan(&net), RoutePlan::NoDefault);
+        net.transparent = true;
+        assert_eq!(route_plan(&net), RoutePlan::Transparent);
+        net.transparent = false;
         net.mode = NetworkMode::Open;
         assert_eq!(route_plan(&net), RoutePlan::Keep);
         net.mode = NetworkMode::Allowlist;

@@ -9,7 +9,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use nix::errno::Errno;
 use vibe_policy::config::Protocol;
-use vibe_policy::network::ruleset::{Hook, Match, Table, Verdict, TABLE_NAME};
+use vibe_policy::network::ruleset::{
+    Hook, Match, Table, Verdict, NAT_CHAIN, NAT_PRIORITY, TABLE_NAME,
+};
 
 use crate::nfnetlink::{
     attr_str, attr_u32_be, attribute, attributes, MessageWriter, NetfilterSocket, NetlinkError,
@@ -82,6 +84,8 @@ const IPPROTO_UDP: u8 = 17;
 const IPPROTO_ICMPV6: u8 = 58;
 const REJECT_ICMPX_UNREACH: u32 = 2;
 const REJECT_ICMPX_ADMIN_PROHIBITED: u8 = 3;
+/// nf_nat.h: the redirect names a port.
+const NF_NAT_RANGE_PROTO_SPECIFIED: u32 = 0x2;
 /// libnftnl's user-data TLV type for a rule comment.
 const UDATA_RULE_COMMENT: u8 = 0;
 
@@ -195,7 +199,7 @@ pub fn encode_batch(table: &Table, first_seq: u32) -> MessageWriter {
     w.string(NFTA_RULE_TABLE, name);
     w.end();
     for chain in &table.chains {
-        let chain_name = chain.hook.name();
+        let chain_name = chain.name();
         w.begin(
             NFT_MSG_NEWCHAIN,
             NLM_F_CREATE | NLM_F_ACK,
@@ -206,7 +210,8 @@ pub fn encode_batch(table: &Table, first_seq: u32) -> MessageWriter {
         w.string(NFTA_CHAIN_NAME, chain_name);
         let nest = w.nest_start(NFTA_CHAIN_HOOK);
         w.u32_be(NFTA_HOOK_HOOKNUM, hook_number(chain.hook));
-        w.u32_be(NFTA_HOOK_PRIORITY, 0); // "priority filter"
+        // "priority filter" (0), or the nat chain's.
+        w.u32_be(NFTA_HOOK_PRIORITY, chain.priority() as u32);
         w.nest_end(nest);
         let policy = if chain.policy == Verdict::Accept {
             NF_ACCEPT
@@ -214,7 +219,7 @@ pub fn encode_batch(table: &Table, first_seq: u32) -> MessageWriter {
             NF_DROP
         };
         w.u32_be(NFTA_CHAIN_POLICY, policy);
-        w.string(NFTA_CHAIN_TYPE, "filter");
+        w.string(NFTA_CHAIN_TYPE, chain.type_name());
         w.end();
     }
     for chain in &table.chains {
@@ -226,7 +231,7 @@ pub fn encode_batch(table: &Table, first_seq: u32) -> MessageWriter {
                 &format!("rule \"{rule}\""),
             );
             w.string(NFTA_RULE_TABLE, name);
-            w.string(NFTA_RULE_CHAIN, chain.hook.name());
+            w.string(NFTA_RULE_CHAIN, chain.name());
             let list = w.nest_start(NFTA_RULE_EXPRESSIONS);
             // nft loads the family once per rule; a second match of the
             // same family does not repeat it (so both list alike).
@@ -354,6 +359,19 @@ fn encode_verdict(w: &mut MessageWriter, verdict: Verdict) {
             expr(w, "reject", |w| {
                 w.u32_be(1, REJECT_ICMPX_UNREACH); // NFTA_REJECT_TYPE
                 w.bytes(2, &[REJECT_ICMPX_ADMIN_PROHIBITED]); // NFTA_REJECT_ICMP_CODE
+            });
+            return;
+        }
+        Verdict::Redirect(port) => {
+            // `immediate reg 1 PORT; redir proto_min reg 1 flags 0x2`, as
+            // nft encodes `redirect to :PORT`.
+            expr(w, "immediate", |w| {
+                w.u32_be(1, REG_1); // NFTA_IMMEDIATE_DREG
+                data_value(w, 2, &port.to_be_bytes()); // NFTA_IMMEDIATE_DATA
+            });
+            expr(w, "redir", |w| {
+                w.u32_be(1, REG_1); // NFTA_REDIR_REG_PROTO_MIN
+                w.u32_be(3, NF_NAT_RANGE_PROTO_SPECIFIED); // NFTA_REDIR_FLAGS
             });
             return;
         }
@@ -639,11 +657,16 @@ fn expr_view(elem: &[u8]) -> ExprView {
 
 impl TableView {
     /// Exactly our three base chains with policy drop, nothing in forward,
-    /// no set, and our policy's tag on a rule of output and of input.
+    /// no set, and our policy's tag on a rule of output and of input. A
+    /// fourth chain only as transparent egress makes it (see
+    /// [`TableView::nat_chain_ok`]); the tag says whether the policy has
+    /// one, so a table with it never passes for one without.
     pub fn is_ours(&self, tag: &str) -> bool {
         let mut names: Vec<&str> = self.chains.iter().map(|c| c.name.as_str()).collect();
         names.sort_unstable();
-        let chains_ok = names == ["forward", "input", "output"]
+        let three = names == ["forward", "input", "output"];
+        let four = names == ["forward", "input", "output", NAT_CHAIN] && self.nat_chain_ok();
+        let chains_ok = (three || four)
             && CHAINS.iter().all(|(name, hook)| {
                 self.chains.iter().any(|c| {
                     c.name == *name
@@ -660,6 +683,31 @@ impl TableView {
                     .iter()
                     .any(|r| r.chain == *chain && r.comment.as_deref() == Some(tag))
             })
+    }
+
+    /// Transparent egress's nat chain: a base chain of type nat on the
+    /// output hook at [`NAT_PRIORITY`], policy accept, every rule ending
+    /// in a redirect (to the namespace's loopback), none with a `nat`
+    /// expression (a DNAT could name another host).
+    fn nat_chain_ok(&self) -> bool {
+        let chain_ok = self.chains.iter().any(|c| {
+            c.name == NAT_CHAIN
+                && c.hook == Some((HOOK_LOCAL_OUT, NAT_PRIORITY))
+                && c.policy == Some(NF_ACCEPT)
+                && c.kind.as_deref() == Some("nat")
+        });
+        let rules_ok = self.rules.iter().filter(|r| r.chain == NAT_CHAIN).all(|r| {
+            let redirects = matches!(r.exprs.last(), Some(ExprView::Other(n)) if n == "redir");
+            let only_matches = r.exprs.iter().all(|e| match e {
+                ExprView::Other(n) => {
+                    ["meta", "bitwise", "immediate", "redir"].contains(&n.as_str())
+                }
+                ExprView::Payload { .. } | ExprView::Cmp { .. } => true,
+                ExprView::Verdict(_) => false,
+            });
+            redirects && only_matches
+        });
+        chain_ok && rules_ok
     }
 
     /// The source addresses open mode's output chain lets out: rules that
@@ -781,6 +829,68 @@ mod tests {
         let mut with_set = view;
         with_set.sets = 1;
         assert!(!with_set.is_ours(&policy_tag(&net)));
+    }
+
+    fn view_of(table: &Table) -> TableView {
+        let batch = encode_batch(table, 100);
+        let mut view = TableView::default();
+        for reply in parse_replies(batch.as_bytes()).unwrap() {
+            let Reply::Data { msg, attrs, .. } = reply else {
+                continue;
+            };
+            match msg {
+                NFT_MSG_NEWCHAIN => view.chains.push(chain_view(attrs)),
+                NFT_MSG_NEWRULE => view.rules.push(rule_view(attrs)),
+                _ => {}
+            }
+        }
+        view
+    }
+
+    /// Transparent egress's table reads back as ours (its nat chain
+    /// included); a nat chain that could send a packet elsewhere does not.
+    #[test]
+    fn transparent_table_reads_back_as_ours() {
+        let net = NetworkSection {
+            mode: NetworkMode::Proxy,
+            hosts: vec!["api.example.com".into()],
+            transparent: true,
+            ..NetworkSection::default()
+        };
+        let view = view_of(&container_table(&net, &Facts::default()));
+        let tag = policy_tag(&net);
+        assert!(view.is_ours(&tag));
+        let nat: Vec<&RuleView> = view.rules.iter().filter(|r| r.chain == NAT_CHAIN).collect();
+        assert_eq!(nat.len(), 4, "2 DNS + ports 80, 443");
+        let mut plain = net.clone();
+        plain.transparent = false;
+        assert!(
+            !view.is_ours(&policy_tag(&plain)),
+            "the tag tells them apart"
+        );
+        assert!(view_of(&container_table(&plain, &Facts::default())).is_ours(&policy_tag(&plain)));
+
+        let mut dnat = view.clone();
+        let at = dnat
+            .rules
+            .iter()
+            .position(|r| r.chain == NAT_CHAIN)
+            .unwrap();
+        dnat.rules[at].exprs.push(ExprView::Other("nat".into()));
+        assert!(!dnat.is_ours(&tag));
+        let mut accept = view.clone();
+        accept.rules[at].exprs.push(ExprView::Verdict(NF_ACCEPT));
+        assert!(!accept.is_ours(&tag));
+        let mut early = view.clone();
+        for c in early.chains.iter_mut().filter(|c| c.name == NAT_CHAIN) {
+            c.hook = Some((HOOK_LOCAL_OUT, -100));
+        }
+        assert!(!early.is_ours(&tag));
+        let mut filter = view;
+        for c in filter.chains.iter_mut().filter(|c| c.name == NAT_CHAIN) {
+            c.kind = Some("filter".into());
+        }
+        assert!(!filter.is_ours(&tag));
     }
 
     /// Open mode's source accepts read back as the addresses they name.

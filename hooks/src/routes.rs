@@ -199,6 +199,33 @@ pub async fn confine_routes(
     Ok(())
 }
 
+/// Transparent egress: `local default dev lo` (IPv4, main table), so every
+/// destination off the container's own link is delivered to its own
+/// loopback. A query to whatever nameserver its resolv.conf names then
+/// reaches the nat chain's redirect to the answerer, and a fake address
+/// reaches the transparent listener; an IP literal reaches nothing but the
+/// container itself (refused at once). A route on loopback only: nothing is
+/// routed off it. Replaces itself, so it can run at create and at start.
+pub async fn local_default_on_lo(handle: &Handle) -> Result<(), RouteError> {
+    // The loopback device is ifindex 1 in every namespace.
+    const LO: u32 = 1;
+    handle
+        .route()
+        .add()
+        .v4()
+        .destination_prefix(std::net::Ipv4Addr::UNSPECIFIED, 0)
+        .kind(RouteType::Local)
+        .scope(netlink_packet_route::route::RouteScope::Host)
+        .output_interface(LO)
+        .replace()
+        .execute()
+        .await
+        .map_err(|source| RouteError::Netlink {
+            what: "add route local default dev lo".into(),
+            source: Box::new(source),
+        })
+}
+
 async fn dump(handle: &Handle, version: IpVersion) -> Result<Vec<RouteMessage>, RouteError> {
     handle
         .route()

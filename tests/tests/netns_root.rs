@@ -543,11 +543,19 @@ fn netlink_and_nft_install_the_same_table() {
     open_dns.resolvers = resolvers;
     let host_name = format!("vibe_shim_{ID}");
     let container_addrs = vec!["192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()];
+    // Transparent egress's nat chain and its redirects list alike too.
+    let transparent = NetworkSection {
+        mode: NetworkMode::Proxy,
+        hosts: vec!["api.example.com".into(), "*.example.org:8443".into()],
+        transparent: true,
+        ..NetworkSection::default()
+    };
     for net in [
         policy(NetworkMode::None, &[], false),
         allow_dns,
         policy(NetworkMode::Open, &[], false),
         open_dns,
+        transparent,
     ] {
         let mut listings = Vec::new();
         let mut host_listings = Vec::new();

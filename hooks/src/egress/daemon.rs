@@ -15,13 +15,16 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use vibe_policy::config::{NetworkMode, NetworkSection};
+use vibe_policy::egress::dns::{FakePool, DEFAULT_POOL_NAMES, DNS_PORT};
+use vibe_policy::egress::transparent::TRANSPARENT_PORT;
 use vibe_policy::lang::container_id;
+use vibe_policy::network::ruleset;
 use vibe_policy::rules::proxy_env::PROXY_PORT;
 
 use super::ca::{Ca, CaError};
 use super::control::{self, Reply, Request};
 use super::netns;
-use super::proxy::{Container, Credentials, Proxy, ProxyError, ProxySettings};
+use super::proxy::{Container, Credentials, Fakes, Proxy, ProxyError, ProxySettings};
 use super::records::{self, Record};
 
 pub use super::proxy::DEFAULT_LOG_PATH;
@@ -176,6 +179,10 @@ fn take_signals(
     spawned
         .map(drop)
         .map_err(|e| DaemonError::Runtime(std::io::Error::other(format!("signal thread: {e}"))))
+}
+
+fn local(addr: std::io::Result<std::net::SocketAddr>) -> String {
+    addr.map(|a| a.to_string()).unwrap_or_default()
 }
 
 fn log(message: impl std::fmt::Display) {
@@ -588,8 +595,20 @@ impl Daemon {
         netns: File,
         ns: (u64, u64),
     ) -> Result<Listening, RegisterError> {
+        // Transparent egress binds in the same namespace, before anything
+        // is served: the namespace fd is used once per binding thread.
+        let transparent = if ruleset::is_transparent(&record.network) {
+            let again = netns.try_clone().map_err(|source| RegisterError::Open {
+                path: "the namespace fd".into(),
+                source,
+            })?;
+            Some(netns::bind_transparent(again, TRANSPARENT_PORT, DNS_PORT)?)
+        } else {
+            None
+        };
         let bound = netns::bind_loopback(netns, PROXY_PORT)?;
-        for note in &bound.notes {
+        let notes = transparent.iter().flat_map(|t| t.notes.iter());
+        for note in bound.notes.iter().chain(notes) {
             log(format_args!("{}: {note}", record.id));
         }
         let credentials = match (&record.ca, record.credentials.is_empty()) {
@@ -638,7 +657,67 @@ impl Daemon {
                 drop(done);
             });
         }
+        if let Some(bound) = transparent {
+            self.serve_transparent(bound, &container, &closing, &mut listening)?;
+        }
         Ok(listening)
+    }
+
+    /// Spawns transparent egress's listener and DNS answerer on sockets
+    /// bound in the container's namespace; they share the container's fake
+    /// addresses, and stop with `listening`.
+    fn serve_transparent(
+        &self,
+        bound: netns::TransparentBound,
+        container: &Arc<Container>,
+        closing: &tokio::sync::watch::Receiver<bool>,
+        listening: &mut Listening,
+    ) -> Result<(), RegisterError> {
+        let fakes: Fakes = Arc::new(Mutex::new(FakePool::new(DEFAULT_POOL_NAMES)));
+        let answerer = self.proxy.answerer(container.clone(), fakes.clone());
+        let to_runtime = |addr: String| {
+            move |source| RegisterError::ToRuntime {
+                addr: addr.clone(),
+                source,
+            }
+        };
+        let mut tasks: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
+        for l in bound.listeners {
+            let addr = local(l.local_addr());
+            let l = tokio::net::TcpListener::from_std(l).map_err(to_runtime(addr.clone()))?;
+            listening.addrs.push(format!("{addr} (transparent)"));
+            let p = self.proxy.clone();
+            tasks.push(Box::pin(p.serve_transparent_until(
+                l,
+                container.clone(),
+                fakes.clone(),
+                closing.clone(),
+            )));
+        }
+        for u in bound.dns_udp {
+            let addr = local(u.local_addr());
+            let u = tokio::net::UdpSocket::from_std(u).map_err(to_runtime(addr.clone()))?;
+            listening.addrs.push(format!("{addr}/udp (DNS)"));
+            tasks.push(Box::pin(
+                answerer.clone().serve_udp_until(u, closing.clone()),
+            ));
+        }
+        for l in bound.dns_tcp {
+            let addr = local(l.local_addr());
+            let l = tokio::net::TcpListener::from_std(l).map_err(to_runtime(addr.clone()))?;
+            listening.addrs.push(format!("{addr}/tcp (DNS)"));
+            tasks.push(Box::pin(
+                answerer.clone().serve_tcp_until(l, closing.clone()),
+            ));
+        }
+        for task in tasks {
+            let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            self.handle.spawn(async move {
+                task.await;
+                drop(done);
+            });
+        }
+        Ok(())
     }
 
     fn unregister(&self, key: &Key, why: &str) {

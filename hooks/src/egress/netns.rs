@@ -4,7 +4,7 @@
 //! tokio workers, which dial out, never leave the host's namespace.
 
 use std::fs::File;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
 use std::os::unix::fs::MetadataExt;
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +63,47 @@ pub fn is_host_namespace(netns: &File) -> Result<bool, NetnsError> {
 /// Binds `127.0.0.1:port` (required) and `[::1]:port` (when ::1 exists
 /// there) inside `netns`, non-blocking, ready for tokio.
 pub fn bind_loopback(netns: File, port: u16) -> Result<Bound, NetnsError> {
+    in_namespace(netns, move || bind_here(port))
+}
+
+/// Transparent egress's sockets in one namespace: the transparent TCP
+/// listeners and the DNS answerer's UDP and TCP sockets, each on 127.0.0.1
+/// and (when the namespace has it) ::1.
+#[derive(Debug)]
+pub struct TransparentBound {
+    pub listeners: Vec<TcpListener>,
+    pub dns_udp: Vec<UdpSocket>,
+    pub dns_tcp: Vec<TcpListener>,
+    pub notes: Vec<String>,
+}
+
+/// Binds [`TransparentBound`] inside `netns`: `port` for the listener,
+/// `dns_port` for the answerer.
+pub fn bind_transparent(
+    netns: File,
+    port: u16,
+    dns_port: u16,
+) -> Result<TransparentBound, NetnsError> {
+    in_namespace(netns, move || {
+        let tcp = bind_here(port)?;
+        let (dns_udp, udp_notes) = both_families(dns_port, udp)?;
+        let (dns_tcp, _) = both_families(dns_port, listen)?;
+        let mut notes = tcp.notes;
+        notes.extend(udp_notes.into_iter().map(|n| format!("DNS answerer: {n}")));
+        Ok(TransparentBound {
+            listeners: tcp.listeners,
+            dns_udp,
+            dns_tcp,
+            notes,
+        })
+    })
+}
+
+/// Runs `bind` on a thread that entered `netns` (never the host's).
+fn in_namespace<T: Send + 'static>(
+    netns: File,
+    bind: impl FnOnce() -> Result<T, NetnsError> + Send + 'static,
+) -> Result<T, NetnsError> {
     if is_host_namespace(&netns)? {
         return Err(NetnsError::HostNamespace);
     }
@@ -72,7 +113,7 @@ pub fn bind_loopback(netns: File, port: u16) -> Result<Bound, NetnsError> {
             nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET)
                 .map_err(NetnsError::Enter)?;
             drop(netns);
-            bind_here(port)
+            bind()
         })
         .map_err(NetnsError::Thread)?;
     // The thread ends here: none of ours stays in a container's namespace.
@@ -81,12 +122,22 @@ pub fn bind_loopback(netns: File, port: u16) -> Result<Bound, NetnsError> {
 
 /// The binding itself, in the calling thread's namespace.
 fn bind_here(port: u16) -> Result<Bound, NetnsError> {
+    let (listeners, notes) = both_families(port, listen)?;
+    Ok(Bound { listeners, notes })
+}
+
+/// `open` on `127.0.0.1:port` (required), then on `[::1]:port` unless the
+/// namespace has no ::1.
+fn both_families<T>(
+    port: u16,
+    open: impl Fn(SocketAddr) -> Result<T, NetnsError>,
+) -> Result<(Vec<T>, Vec<String>), NetnsError> {
     let v4 = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, port));
-    let mut listeners = vec![listen(v4)?];
+    let mut sockets = vec![open(v4)?];
     let mut notes = Vec::new();
-    match listen(v6) {
-        Ok(listener) => listeners.push(listener),
+    match open(v6) {
+        Ok(socket) => sockets.push(socket),
         // IPv6 disabled in the namespace (Docker's default): no ::1 to serve.
         Err(NetnsError::Bind { source, .. })
             if matches!(
@@ -98,7 +149,15 @@ fn bind_here(port: u16) -> Result<Bound, NetnsError> {
         }
         Err(e) => return Err(e),
     }
-    Ok(Bound { listeners, notes })
+    Ok((sockets, notes))
+}
+
+fn udp(addr: SocketAddr) -> Result<UdpSocket, NetnsError> {
+    let socket = UdpSocket::bind(addr).map_err(|source| NetnsError::Bind { addr, source })?;
+    socket
+        .set_nonblocking(true)
+        .map_err(|source| NetnsError::NonBlocking { addr, source })?;
+    Ok(socket)
 }
 
 fn listen(addr: SocketAddr) -> Result<TcpListener, NetnsError> {

@@ -22,11 +22,13 @@
 //! modes: the placeholder is worth nothing there, the refusal is the log
 //! line).
 
+pub mod answer;
 pub mod log;
 pub mod net;
 mod relay;
 mod splice;
 mod terminate;
+mod transparent;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -220,6 +222,18 @@ impl Proxy {
         container: Arc<Container>,
         closing: tokio::sync::watch::Receiver<bool>,
     ) {
+        self.accept_until(listener, container, closing, None).await
+    }
+
+    /// The accept loop of both listeners: `fakes` is the container's fake
+    /// addresses on a transparent listener, `None` on the proxy's.
+    async fn accept_until(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        container: Arc<Container>,
+        closing: tokio::sync::watch::Receiver<bool>,
+        fakes: Option<Fakes>,
+    ) {
         // An invalid list (the config check makes this unlikely) refuses all.
         let hosts = Arc::new(HostList::new(&container.network));
         let per = self.per_container(&container);
@@ -245,8 +259,12 @@ impl Proxy {
                             client: stream,
                             _permit: permit,
                             closing: closing.clone(),
+                            via: Via::Proxy,
                         };
-                        tasks.spawn(conn.run());
+                        match &fakes {
+                            None => tasks.spawn(conn.run()),
+                            Some(f) => tasks.spawn(conn.run_transparent(f.clone())),
+                        };
                     }
                     // EMFILE and the like: back off instead of spinning.
                     Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -322,7 +340,22 @@ async fn closed(closing: &mut tokio::sync::watch::Receiver<bool>) {
 /// How long a closing listener waits for its connections' log lines.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
+/// A container's fake addresses, shared by its DNS answerer and its
+/// transparent listener.
+pub type Fakes = Arc<Mutex<vibe_policy::egress::dns::FakePool>>;
+
+/// How a connection reached the proxy: as a proxy request, or redirected
+/// (transparent egress) with TLS or plain HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Proxy,
+    Tls,
+    Http,
+}
+
 struct Conn {
+    /// Set once the first bytes of a transparent connection are read.
+    via: Via,
     proxy: Arc<Proxy>,
     container: Arc<Container>,
     per: Arc<PerContainer>,
@@ -436,7 +469,14 @@ impl Conn {
         let host = req.host.text();
         let port = req.port;
         let connect = req.target == Target::Connect;
-        let kind = if connect { "connect" } else { "http" };
+        let kind = match (self.via, connect) {
+            (Via::Proxy, true) => "connect",
+            (Via::Proxy, false) => "http",
+            (Via::Tls, _) => "transparent-tls",
+            (Via::Http, _) => "transparent-http",
+        };
+        // A redirected client asked no proxy: it gets no proxy's answer.
+        let proxied = self.via == Via::Proxy;
         let creds = self.container.credentials.clone();
         // A placeholder in a head the proxy reads itself: never terminated,
         // so never where a placeholder belongs.
@@ -491,7 +531,7 @@ impl Conn {
         let mut pending = pending;
         let mut terminated = None;
         if connect && port == 443 {
-            if self.client.write_all(OK_200).await.is_err() {
+            if proxied && self.client.write_all(OK_200).await.is_err() {
                 return Outcome::new(decision, kind);
             }
             match self.read_client_hello(&mut pending).await {
@@ -547,7 +587,7 @@ impl Conn {
                 .await;
         }
         let limit = if connect {
-            if port != 443 && self.client.write_all(OK_200).await.is_err() {
+            if port != 443 && proxied && self.client.write_all(OK_200).await.is_err() {
                 return outcome;
             }
             UpLimit::All
@@ -680,12 +720,18 @@ impl Conn {
     /// A short response, then the connection closes. Bounded: a client
     /// that does not read cannot hold the task.
     async fn respond(&mut self, code: u16, text: &str, first_line: &str) {
+        let t = self.proxy.settings.header_timeout;
+        if self.via == Via::Tls {
+            // A TLS client cannot read an HTTP answer: it is closed, and
+            // the log line says why.
+            let _ = tokio::time::timeout(t, self.client.shutdown()).await;
+            return;
+        }
         let body = format!("{first_line}\n");
         let msg = format!(
             "HTTP/1.1 {code} {text}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
-        let t = self.proxy.settings.header_timeout;
         let _ = tokio::time::timeout(t, async {
             self.client.write_all(msg.as_bytes()).await?;
             self.client.shutdown().await

@@ -363,6 +363,10 @@ pub fn policy_tag(net: &NetworkSection) -> String {
         let ports: Vec<String> = net.preview_ports.iter().map(|p| p.to_string()).collect();
         canonical.push_str(&format!(";preview={}", ports.join(",")));
     }
+    // Only where it changes the table, so every other tag stays as it was.
+    if net.transparent && net.mode == NetworkMode::Proxy {
+        canonical.push_str(";transparent");
+    }
     // FNV-1a: stable across builds and platforms, no dependency needed.
     let hash = canonical.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

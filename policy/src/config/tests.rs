@@ -493,3 +493,34 @@ fn the_default_policy_passes_no_api_key() {
     assert!(!p.process.env_allowed("OPENAI_API_KEY"));
     assert!(p.process.env_allowed("ANTHROPIC_BASE_URL"));
 }
+
+#[test]
+fn transparent_needs_mode_proxy_and_is_off_by_default() {
+    let err = parse("[network]\ntransparent = true\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("network.transparent"), "{err}");
+    assert!(err.contains("only applies with mode \"proxy\""), "{err}");
+    let on = parse("[network]\nmode = \"proxy\"\nhosts = [\"a.example\"]\ntransparent = true\n")
+        .unwrap();
+    assert!(on.network.transparent);
+    let off = parse("[network]\nmode = \"proxy\"\nhosts = [\"a.example\"]\n").unwrap();
+    assert!(!off.network.transparent);
+    assert!(
+        parse("[network]\nmode = \"proxy\"\nhosts = [\"a.example\"]\ntransparent = 1\n").is_err()
+    );
+    let err = parse(
+        "[network]\nmode = \"proxy\"\nhosts = [\"a.example\"]\ntransparent = true\ndns = true\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("network.transparent") && err.contains("dns = true"),
+        "{err}"
+    );
+    // The tag names it (the table differs), and only then.
+    assert_ne!(
+        crate::config::policy_tag(&on.network),
+        crate::config::policy_tag(&off.network)
+    );
+}

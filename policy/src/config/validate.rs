@@ -314,7 +314,21 @@ pub(crate) fn network(net: &NetworkSection) -> Result<(), (&'static str, String)
                 "only applies with mode \"proxy\" (allowlist and open use inbound = true)".into(),
             ));
         }
+        if net.transparent {
+            return Err((
+                "network.transparent",
+                "only applies with mode \"proxy\"".into(),
+            ));
+        }
         return Ok(());
+    }
+    if net.transparent && net.dns {
+        return Err((
+            "network.transparent",
+            "the DNS answerer is the container's only DNS: dns = true would keep the engine's \
+             resolver (127.0.0.11) reachable, which forwards every name"
+                .into(),
+        ));
     }
     for entry in &net.hosts {
         entry

@@ -24,10 +24,15 @@ use crate::lang::hosts::normalize_name;
 /// The range fake addresses come from (RFC 2544's benchmarking range).
 pub const FAKE_NET: (Ipv4Addr, u8) = (Ipv4Addr::new(198, 18, 0, 0), 15);
 
-/// The address the hook puts on the container's `lo` (with the range's
-/// prefix, so the whole range is local there and needs no route off `lo`);
-/// never handed out.
+/// The range's last usable address, never handed out: kept free for an
+/// address on the container's `lo` should the range ever need one (the
+/// hook instead routes everything off the container's link to `lo`, see
+/// `hooks::routes::local_default_on_lo`).
 pub const FAKE_LO_ADDR: Ipv4Addr = Ipv4Addr::new(198, 19, 255, 254);
+
+/// The port the daemon's answerer listens on (UDP and TCP) on the
+/// container's loopback; the nat chain redirects every query there.
+pub const DNS_PORT: u16 = 3153;
 
 /// How long a client may cache an answer, in seconds.
 pub const ANSWER_TTL: u32 = 30;

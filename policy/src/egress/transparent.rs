@@ -7,6 +7,10 @@
 //! again; nothing about the client's destination is trusted.
 
 use super::request::{self, Request, RequestError};
+
+/// The port of the daemon's transparent listener on the container's
+/// loopback; the nat chain redirects TCP to fake addresses there.
+pub const TRANSPARENT_PORT: u16 = 3129;
 use super::sni::{client_hello_sni, SniError};
 
 /// What the first bytes name.

@@ -26,10 +26,13 @@
 //! netfilter hooks, which waits for an RCU grace period.
 
 use std::fmt::{self, Write as _};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use crate::config::{policy_tag, AllowRule, NetworkMode, NetworkSection, PortRange, Protocol};
+use crate::egress::dns::{DNS_PORT, FAKE_NET};
+use crate::egress::transparent::TRANSPARENT_PORT;
 use crate::lang::container_id;
+use crate::lang::hosts::HostPattern;
 use ipnet::IpNet;
 
 /// Family and name of the one table the hook owns.
@@ -123,6 +126,10 @@ pub enum Verdict {
     Drop,
     /// Fails a blocked connect at once instead of after a timeout.
     RejectAdminProhibited,
+    /// `redirect to :PORT` (nat chains only): to this port on the
+    /// namespace's own loopback, keeping the original destination for
+    /// `SO_ORIGINAL_DST`.
+    Redirect(u16),
 }
 
 /// One rule of a chain.
@@ -168,13 +175,55 @@ impl Hook {
     }
 }
 
-/// A base chain (`type filter`, priority filter) named after its hook.
+/// What a base chain does: filter (priority filter), or transparent
+/// egress's redirects (`type nat`, before the engine's own nat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainType {
+    Filter,
+    Nat,
+}
+
+/// A base chain: a filter chain is named after its hook, the nat chain
+/// [`NAT_CHAIN`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chain {
     pub hook: Hook,
+    pub kind: ChainType,
     /// Accept or Drop.
     pub policy: Verdict,
     pub rules: Vec<Rule>,
+}
+
+/// The name of transparent egress's nat chain.
+pub const NAT_CHAIN: &str = "transparent";
+
+/// The nat chain's priority: before `dstnat` (-100), where Docker's own
+/// DNAT of 127.0.0.11:53 (in the container's namespace) sits, so a query
+/// goes to the answerer, never to the engine's resolver.
+pub const NAT_PRIORITY: i32 = -150;
+
+impl Chain {
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            ChainType::Filter => self.hook.name(),
+            ChainType::Nat => NAT_CHAIN,
+        }
+    }
+
+    pub fn priority(&self) -> i32 {
+        match self.kind {
+            ChainType::Filter => 0,
+            ChainType::Nat => NAT_PRIORITY,
+        }
+    }
+
+    /// The `type` nft names.
+    pub fn type_name(&self) -> &'static str {
+        match self.kind {
+            ChainType::Filter => "filter",
+            ChainType::Nat => "nat",
+        }
+    }
 }
 
 /// An `inet` table as the hook installs it: all or nothing, replacing any
@@ -194,25 +243,30 @@ pub const ND_NEIGHBOR_ADVERT: u8 = 136;
 /// The table in the container's namespace: output, input and forward, each
 /// with policy drop.
 pub fn container_table(net: &NetworkSection, facts: &Facts) -> Table {
+    let mut chains = vec![
+        Chain {
+            hook: Hook::Output,
+            kind: ChainType::Filter,
+            policy: Verdict::Drop,
+            rules: output_rules(net, facts),
+        },
+        Chain {
+            hook: Hook::Input,
+            kind: ChainType::Filter,
+            policy: Verdict::Drop,
+            rules: input_rules(net, facts),
+        },
+        Chain {
+            hook: Hook::Forward,
+            kind: ChainType::Filter,
+            policy: Verdict::Drop,
+            rules: Vec::new(),
+        },
+    ];
+    chains.extend(transparent_chain(net));
     Table {
         name: TABLE_NAME.to_string(),
-        chains: vec![
-            Chain {
-                hook: Hook::Output,
-                policy: Verdict::Drop,
-                rules: output_rules(net, facts),
-            },
-            Chain {
-                hook: Hook::Input,
-                policy: Verdict::Drop,
-                rules: input_rules(net, facts),
-            },
-            Chain {
-                hook: Hook::Forward,
-                policy: Verdict::Drop,
-                rules: Vec::new(),
-            },
-        ],
+        chains,
     }
 }
 
@@ -276,6 +330,8 @@ pub fn output_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
             ));
         }
         rules.extend(preview_neighbour_rules(net, facts));
+        rules.extend(transparent_accepts(net));
+        // Nothing but loopback, not even replies: nothing comes in either.
         rules.push(Rule::new(Vec::new(), Verdict::RejectAdminProhibited));
         return rules;
     }
@@ -426,10 +482,107 @@ pub fn host_table(name: &str, net: &NetworkSection, container_addrs: &[IpAddr]) 
         name: name.to_string(),
         chains: vec![Chain {
             hook: Hook::Input,
+            kind: ChainType::Filter,
             policy: Verdict::Accept,
             rules,
         }],
     }
+}
+
+/// Whether transparent egress applies: mode "proxy" with `transparent`.
+pub fn is_transparent(net: &NetworkSection) -> bool {
+    net.mode == NetworkMode::Proxy && net.transparent
+}
+
+/// Transparent egress's nat chain (output hook, before the engine's nat):
+/// DNS to any address, both transports, goes to the daemon's answerer on
+/// the namespace's loopback ([`DNS_PORT`]); TCP to a fake address
+/// ([`FAKE_NET`]) on a port some `[network] hosts` entry can allow goes to
+/// its transparent listener ([`TRANSPARENT_PORT`]). `redirect` rewrites
+/// the destination to 127.0.0.1 (::1), so nothing here routes off
+/// loopback. Nothing for any other policy.
+pub fn transparent_chain(net: &NetworkSection) -> Option<Chain> {
+    if !is_transparent(net) {
+        return None;
+    }
+    let mut rules = Vec::new();
+    for protocol in [Protocol::Udp, Protocol::Tcp] {
+        rules.push(Rule::new(
+            vec![Match::Transport {
+                protocol,
+                ports: Some((53, 53)),
+            }],
+            Verdict::Redirect(DNS_PORT),
+        ));
+    }
+    let fake = IpNet::V4(
+        ipnet::Ipv4Net::new(FAKE_NET.0, FAKE_NET.1).unwrap_or_else(|_| ipnet::Ipv4Net::default()),
+    );
+    for port in transparent_ports(net) {
+        rules.push(Rule::new(
+            vec![
+                Match::Daddr(fake),
+                Match::Transport {
+                    protocol: Protocol::Tcp,
+                    ports: Some((port, port)),
+                },
+            ],
+            Verdict::Redirect(TRANSPARENT_PORT),
+        ));
+    }
+    Some(Chain {
+        hook: Hook::Output,
+        kind: ChainType::Nat,
+        policy: Verdict::Accept,
+        rules,
+    })
+}
+
+/// The ports the transparent listener takes: `[network] ports` and every
+/// port a `hosts` entry names, ascending, once each.
+pub fn transparent_ports(net: &NetworkSection) -> Vec<u16> {
+    let mut ports = net.ports.clone();
+    ports.extend(
+        net.hosts
+            .iter()
+            .filter_map(|h| h.parse::<HostPattern>().ok())
+            .filter_map(|p| p.port()),
+    );
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// The filter output rules transparent egress adds, after the loopback
+/// accept: a query to a nameserver on the container's own link (podman's
+/// gateway resolver) was routed to that link before the nat chain
+/// redirected it, and the filter chain still sees that device. These
+/// accept it by its rewritten destination, which is loopback's (127.0.0.1
+/// or ::1, the answerer's port), and which the kernel only ever delivers
+/// over lo.
+pub fn transparent_accepts(net: &NetworkSection) -> Vec<Rule> {
+    if !is_transparent(net) {
+        return Vec::new();
+    }
+    let mut rules = Vec::new();
+    for lo in [
+        IpAddr::from([127, 0, 0, 1]),
+        IpAddr::from(Ipv6Addr::LOCALHOST),
+    ] {
+        for protocol in [Protocol::Udp, Protocol::Tcp] {
+            rules.push(Rule::new(
+                vec![
+                    Match::Daddr(IpNet::from(lo)),
+                    Match::Transport {
+                        protocol,
+                        ports: Some((DNS_PORT, DNS_PORT)),
+                    },
+                ],
+                Verdict::Accept,
+            ));
+        }
+    }
+    rules
 }
 
 /// IPv4 first, each family in the given order, without duplicates.
@@ -489,15 +642,20 @@ pub fn ruleset(table: &Table) -> String {
     let _ = writeln!(out, "flush table {name}");
     let _ = writeln!(out, "table {name} {{");
     for chain in &table.chains {
-        let _ = writeln!(out, "\tchain {} {{", chain.hook.name());
+        let _ = writeln!(out, "\tchain {} {{", chain.name());
         let policy = if chain.policy == Verdict::Accept {
             "accept"
         } else {
             "drop"
         };
+        let priority = match chain.kind {
+            ChainType::Filter => "filter".to_string(),
+            ChainType::Nat => chain.priority().to_string(),
+        };
         let _ = writeln!(
             out,
-            "\t\ttype filter hook {} priority filter; policy {policy};",
+            "\t\ttype {} hook {} priority {priority}; policy {policy};",
+            chain.type_name(),
             chain.hook.name()
         );
         for rule in &chain.rules {
@@ -513,14 +671,12 @@ pub fn ruleset(table: &Table) -> String {
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts: Vec<String> = self.matches.iter().map(Match::to_string).collect();
-        parts.push(
-            match self.verdict {
-                Verdict::Accept => "accept",
-                Verdict::Drop => "drop",
-                Verdict::RejectAdminProhibited => "reject with icmpx admin-prohibited",
-            }
-            .to_string(),
-        );
+        parts.push(match self.verdict {
+            Verdict::Accept => "accept".to_string(),
+            Verdict::Drop => "drop".to_string(),
+            Verdict::RejectAdminProhibited => "reject with icmpx admin-prohibited".to_string(),
+            Verdict::Redirect(port) => format!("redirect to :{port}"),
+        });
         if let Some(comment) = &self.comment {
             parts.push(format!("comment \"{comment}\""));
         }
@@ -656,6 +812,152 @@ table inet vibe_shim {{\n\
 }}\n"
         );
         assert_eq!(text, expected);
+    }
+
+    /// Mode proxy without `transparent`: exactly the table it always had
+    /// (this text is the one before transparent egress existed).
+    #[test]
+    fn proxy_mode_without_transparent_is_unchanged() {
+        let mut net = section(NetworkMode::Proxy, &[], false);
+        net.hosts = vec!["api.example.com".into(), "*.github.com:8443".into()];
+        let tag = policy_tag(&net);
+        let expected = format!(
+            "add table inet vibe_shim\n\
+flush table inet vibe_shim\n\
+table inet vibe_shim {{\n\
+\tchain output {{\n\
+\t\ttype filter hook output priority filter; policy drop;\n\
+\t\tip daddr 127.0.0.11 drop\n\
+\t\tmeta oiftype loopback accept comment \"{tag}\"\n\
+\t\treject with icmpx admin-prohibited\n\
+\t}}\n\
+\tchain input {{\n\
+\t\ttype filter hook input priority filter; policy drop;\n\
+\t\tmeta iiftype loopback accept comment \"{tag}\"\n\
+\t}}\n\
+\tchain forward {{\n\
+\t\ttype filter hook forward priority filter; policy drop;\n\
+\t}}\n\
+}}\n"
+        );
+        assert_eq!(ruleset(&container_table(&net, &Facts::default())), expected);
+        // `transparent` outside mode proxy changes nothing (and is refused
+        // at load time anyway).
+        for mode in [NetworkMode::None, NetworkMode::Allowlist, NetworkMode::Open] {
+            let plain = section(mode, &["203.0.113.5:80"], false);
+            let mut flagged = plain.clone();
+            flagged.transparent = true;
+            assert_eq!(
+                container_table(&plain, &Facts::default()),
+                container_table(&flagged, &Facts::default())
+            );
+            assert_eq!(policy_tag(&plain), policy_tag(&flagged));
+        }
+    }
+
+    #[test]
+    fn proxy_mode_transparent_golden() {
+        let mut net = section(NetworkMode::Proxy, &[], false);
+        net.hosts = vec![
+            "api.example.com".into(),
+            "*.github.com:8443".into(),
+            "git.example:22".into(),
+            "x.example:443".into(),
+        ];
+        net.transparent = true;
+        let tag = policy_tag(&net);
+        let expected = format!(
+            "add table inet vibe_shim\n\
+flush table inet vibe_shim\n\
+table inet vibe_shim {{\n\
+\tchain output {{\n\
+\t\ttype filter hook output priority filter; policy drop;\n\
+\t\tip daddr 127.0.0.11 drop\n\
+\t\tmeta oiftype loopback accept comment \"{tag}\"\n\
+\t\tip daddr 127.0.0.1 udp dport 3153 accept\n\
+\t\tip daddr 127.0.0.1 tcp dport 3153 accept\n\
+\t\tip6 daddr ::1 udp dport 3153 accept\n\
+\t\tip6 daddr ::1 tcp dport 3153 accept\n\
+\t\treject with icmpx admin-prohibited\n\
+\t}}\n\
+\tchain input {{\n\
+\t\ttype filter hook input priority filter; policy drop;\n\
+\t\tmeta iiftype loopback accept comment \"{tag}\"\n\
+\t}}\n\
+\tchain forward {{\n\
+\t\ttype filter hook forward priority filter; policy drop;\n\
+\t}}\n\
+\tchain transparent {{\n\
+\t\ttype nat hook output priority -150; policy accept;\n\
+\t\tudp dport 53 redirect to :3153\n\
+\t\ttcp dport 53 redirect to :3153\n\
+\t\tip daddr 198.18.0.0/15 tcp dport 22 redirect to :3129\n\
+\t\tip daddr 198.18.0.0/15 tcp dport 80 redirect to :3129\n\
+\t\tip daddr 198.18.0.0/15 tcp dport 443 redirect to :3129\n\
+\t\tip daddr 198.18.0.0/15 tcp dport 8443 redirect to :3129\n\
+\t}}\n\
+}}\n"
+        );
+        assert_eq!(ruleset(&container_table(&net, &Facts::default())), expected);
+        let mut off = net.clone();
+        off.transparent = false;
+        assert_ne!(policy_tag(&off), tag);
+    }
+
+    /// Nothing transparent egress adds lets a packet off loopback: every
+    /// accept it adds is to a loopback address, and every nat rule
+    /// redirects (to loopback, by definition of `redirect`).
+    #[test]
+    fn transparent_adds_nothing_off_loopback() {
+        let mut net = section(NetworkMode::Proxy, &[], true);
+        net.hosts = vec!["*.example.com:1-65535".into()];
+        net.transparent = true;
+        let table = container_table(&net, &Facts::default());
+        let mut plain = net.clone();
+        plain.transparent = false;
+        let before = container_table(&plain, &Facts::default());
+        // The tags differ (they name the policy); the rules are compared
+        // without them.
+        let untagged = |t: &Table| -> Vec<Chain> {
+            let mut chains = t.chains.clone();
+            for r in chains.iter_mut().flat_map(|c| c.rules.iter_mut()) {
+                r.comment = None;
+            }
+            chains
+        };
+        let (table, before) = (untagged(&table), untagged(&before));
+        let output = &table[0].rules;
+        let old = &before[0].rules;
+        for rule in output.iter().filter(|r| !old.contains(r)) {
+            assert_eq!(rule.verdict, Verdict::Accept);
+            assert!(
+                rule.matches.iter().any(|m| matches!(m,
+                    Match::Daddr(n) if n.addr().is_loopback() && n.prefix_len() == n.max_prefix_len())),
+                "{rule}"
+            );
+        }
+        assert_eq!(table[1..3], before[1..3]);
+        assert_eq!(before.len(), 3);
+        let nat = &table[3];
+        assert_eq!((nat.kind, nat.policy), (ChainType::Nat, Verdict::Accept));
+        assert!(nat
+            .rules
+            .iter()
+            .all(|r| matches!(r.verdict, Verdict::Redirect(_))));
+        // With dns = true (proxy mode ignores it) nothing else changes.
+        assert_eq!(output.last(), old.last());
+    }
+
+    #[test]
+    fn transparent_ports_are_the_ports_and_every_named_port() {
+        let mut net = section(NetworkMode::Proxy, &[], false);
+        net.ports = vec![443, 80];
+        net.hosts = vec![
+            "a.example:8080".into(),
+            "b.example:80".into(),
+            "c.example".into(),
+        ];
+        assert_eq!(transparent_ports(&net), [80, 443, 8080]);
     }
 
     /// Before start, none mode lets out only the engine's neighbour

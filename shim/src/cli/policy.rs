@@ -275,11 +275,16 @@ fn summary_lines(policy: &Policy) -> Vec<String> {
     let r = &v["resources"];
     vec![
         format!(
-            "network: mode {}, hosts: {}, ports: {}, preview ports: {}",
+            "network: mode {}, hosts: {}, ports: {}, preview ports: {}{}",
             text(&n["mode"]),
             list(&n["hosts"], 6),
             list(&n["ports"], 6),
-            list(&n["preview_ports"], 6)
+            list(&n["preview_ports"], 6),
+            if n["transparent"] == true {
+                ", transparent (DNS and TCP caught in the container's namespace)"
+            } else {
+                ""
+            }
         ),
         format!(
             "credentials: {}",
