@@ -298,20 +298,29 @@ impl<'a> Judge<'a> {
             Verdict::EngineFile { id_dir }
         } else if self.inits.contains(&canonical) {
             Verdict::InitBinary
-        } else if let Some(volume) = volumes::classify(&canonical, &self.volume_dirs) {
-            match volumes::judge(&volume, &canonical, &field(), self.policy, self.host)? {
-                volumes::Judgement::Private => Verdict::Volume(volume),
-                // Volumes off: only an admin's filesystem.bind of the path
-                // passes it, and the refusal says volume, not bind.
-                volumes::Judgement::AsBind => judge_allowlist(&canonical, &self.allowed, self.host)
-                    .map_err(|reason| match reason {
-                        BindRefusal::NotAllowed => volumes::off(&volume, &canonical, &field()),
-                        other => Denial::new(RULE, field(), named(), other.to_string()),
-                    })?,
-            }
         } else {
-            judge_allowlist(&canonical, &self.allowed, self.host)
-                .map_err(|reason| Denial::new(RULE, field(), named(), reason.to_string()))?
+            // A volume that is not allowed as one is judged as a bind: only
+            // an admin's filesystem.bind of its path passes it, and the
+            // refusal says volume.
+            let mut not_allowed = None;
+            if let Some(volume) = volumes::classify(&canonical, &self.volume_dirs) {
+                match volumes::judge(&volume, &canonical, &field(), self.policy, self.host)? {
+                    volumes::Judgement::Private => {
+                        return Ok((canonical, Verdict::Volume(volume)));
+                    }
+                    volumes::Judgement::AsBind => {
+                        not_allowed = Some(volumes::off(&volume, &canonical, &field()));
+                    }
+                }
+            } else if let Some(volume) = volumes::looks_like(&canonical) {
+                not_allowed = Some(volumes::unlisted(&volume, &canonical, &field()));
+            }
+            judge_allowlist(&canonical, &self.allowed, self.host).map_err(|reason| {
+                match (reason, not_allowed) {
+                    (BindRefusal::NotAllowed, Some(volume)) => volume,
+                    (reason, _) => Denial::new(RULE, field(), named(), reason.to_string()),
+                }
+            })?
         };
         Ok((canonical, verdict))
     }
@@ -667,11 +676,14 @@ mod tests {
         // makes _data a bind mount of /etc on the host.
         host.mount_points
             .insert(PathBuf::from("/var/lib/vs-dev/volumes/etcvol/_data"));
+        // The fixture's data-root is no volume_dirs entry: refused as a
+        // volume of an unlisted directory, and as a mount once it is listed.
         let denial = run(&mut spec, &Policy::default(), &host).unwrap_err();
-        assert!(
-            denial.reason.contains("not under an allowed path"),
-            "{denial}"
-        );
+        assert!(denial.reason.contains("filesystem.volume_dirs"), "{denial}");
+        let mut listed = with_volumes(Policy::default());
+        listed.filesystem.volume_dirs = vec![PathBuf::from("/var/lib/vs-dev/volumes")];
+        let denial = run(&mut spec, &listed, &host).unwrap_err();
+        assert!(denial.reason.contains("mount of its own"), "{denial}");
         let policy = policy_with(&[("/var/lib/vs-dev/volumes", BindMode::Rw)]);
         let denial = run(&mut spec, &policy, &host).unwrap_err();
         assert!(denial.reason.contains("separate mount"), "{denial}");
@@ -787,6 +799,21 @@ mod tests {
         let denial = run_with(&mut spec, &policy, &host, "c1").unwrap_err();
         assert!(denial.reason.contains("filesystem.bind"), "{denial}");
         assert!(denial.value.contains("resolves to /etc"), "{denial}");
+    }
+
+    #[test]
+    fn a_volume_of_another_data_root_is_refused_naming_volume_dirs() {
+        for policy in [Policy::default(), with_volumes(Policy::default())] {
+            let mut spec = volume_spec("/srv/docker/volumes/v1/_data");
+            let denial = run_with(&mut spec, &policy, &FakeHost::new(), "c1").unwrap_err();
+            assert_eq!(denial.rule, volumes::RULE, "{denial}");
+            assert!(denial.reason.contains("filesystem.volume_dirs"), "{denial}");
+            assert!(denial.reason.contains("volume \"v1\""), "{denial}");
+        }
+        // Allowed as a bind by the admin: still passes as before.
+        let policy = policy_with(&[("/srv/docker/volumes", BindMode::Rw)]);
+        let mut spec = volume_spec("/srv/docker/volumes/v1/_data");
+        run_with(&mut spec, &policy, &FakeHost::new(), "c1").unwrap();
     }
 
     #[test]

@@ -69,13 +69,26 @@ pub fn canonical_dirs(policy: &Policy, host: &dyn HostView) -> Vec<PathBuf> {
 /// (letters, digits, `_`, `-`, `.`; never `.` or `..`). A path deeper in a
 /// volume, or the volume directory itself, is no volume: it is a bind.
 pub fn classify(canonical: &Path, dirs: &[PathBuf]) -> Option<Volume> {
+    shape(canonical).filter(|v| dirs.contains(&v.dir))
+}
+
+/// A path shaped like an engine volume in a directory that is not one of
+/// `filesystem.volume_dirs`: `<…>/volumes/<name>/_data` (an engine on
+/// another data-root). It is no volume, but its refusal says what it looks
+/// like and which key would make it one.
+pub fn looks_like(canonical: &Path) -> Option<Volume> {
+    shape(canonical).filter(|v| v.dir.file_name().is_some_and(|n| n == "volumes"))
+}
+
+/// `<dir>/<name>/_data` with a name the engines could have made.
+fn shape(canonical: &Path) -> Option<Volume> {
     if canonical.file_name()? != DATA_DIR {
         return None;
     }
     let volume = canonical.parent()?;
     let dir = volume.parent()?;
     let name = volume.file_name()?.to_str()?;
-    if !dirs.iter().any(|d| d == dir) || !container_id::is_valid(name) {
+    if !container_id::is_valid(name) {
         return None;
     }
     Some(Volume {
@@ -141,6 +154,22 @@ pub fn off(volume: &Volume, canonical: &Path, field: &str) -> Denial {
             "volume {:?} is refused: this policy allows no volumes (set [filesystem] \
              volumes = \"private\" to give each container its own)",
             volume.name
+        ),
+    )
+}
+
+/// The refusal of what [`looks_like`] a volume of an unlisted directory.
+pub fn unlisted(volume: &Volume, canonical: &Path, field: &str) -> Denial {
+    Denial::new(
+        RULE,
+        field,
+        canonical.display().to_string(),
+        format!(
+            "volume {:?} is refused: {} is not one of filesystem.volume_dirs (name the \
+             engine's volume directory there, with [filesystem] volumes = \"private\", \
+             to give each container its own)",
+            volume.name,
+            volume.dir.display()
         ),
     )
 }
@@ -230,6 +259,28 @@ mod tests {
             (format!("{DOCKER}/../_data"), None),
         ] {
             assert_eq!(classify(Path::new(&path), &dirs()), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_volume_of_an_unlisted_directory_only_looks_like_one() {
+        let path = Path::new("/srv/docker/volumes/v1/_data");
+        assert_eq!(classify(path, &dirs()), None);
+        assert_eq!(looks_like(path), Some(volume("/srv/docker/volumes", "v1")));
+        for other in [
+            "/srv/docker/vols/v1/_data",
+            "/srv/docker/volumes/v1/_data/x",
+        ] {
+            assert_eq!(looks_like(Path::new(other)), None, "{other}");
+        }
+        let denial = unlisted(&volume("/srv/docker/volumes", "v1"), path, "/m");
+        assert_eq!(denial.rule, RULE);
+        for word in [
+            "volume \"v1\"",
+            "/srv/docker/volumes is not one of filesystem.volume_dirs",
+            "volumes = \"private\"",
+        ] {
+            assert!(denial.reason.contains(word), "{denial}");
         }
     }
 

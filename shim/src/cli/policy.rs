@@ -310,11 +310,15 @@ fn summary_lines(policy: &Policy) -> Vec<String> {
             text(&r["tmpfs_max"])
         ),
         format!(
-            "filesystem: readonly_root {}, binds: {}",
+            "filesystem: readonly_root {}, binds: {}, volumes: {}",
             text(&v["filesystem"]["readonly_root"]),
             match binds.is_empty() {
                 true => "none".to_string(),
                 false => binds.join(", "),
+            },
+            match text(&v["filesystem"]["volumes"]).as_str() {
+                "none" => "none".to_string(),
+                mode => format!("{mode} in {}", list(&v["filesystem"]["volume_dirs"], 4)),
             }
         ),
         format!(
