@@ -376,7 +376,7 @@ struct ExplainHost<'a, H: HostView> {
 const SKIPPED: &str = "not judged (they belong to the live container, create judges them): \
     whether linux.cgroupsPath already exists, whether the id is in use, \
     whether root.path exists, is an overlay mount of its own and is no other \
-    container's or process's root";
+    container's or process's root, and which container holds a volume's claim";
 
 impl<H: HostView> ExplainHost<'_, H> {
     fn is_root(&self, path: &Path) -> bool {
