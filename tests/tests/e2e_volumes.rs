@@ -32,6 +32,11 @@ fn volumes_runtime() -> String {
 /// env on another data-root must say so loudly, not refuse every volume
 /// for the wrong reason.
 fn checked_runtime(stem: &str) -> String {
+    checked_policy(stem).0
+}
+
+/// [`checked_runtime`]'s name and the policy file it runs with.
+fn checked_policy(stem: &str) -> (String, String) {
     let name = runtime_for(stem);
     let root = docker(&["info", "--format", "{{.DockerRootDir}}"])
         .ok()
@@ -63,7 +68,7 @@ fn checked_runtime(stem: &str) -> String {
          policies whose {stem}.toml names it",
         dir.display()
     );
-    name
+    (name, config.to_string())
 }
 
 /// A named volume, removed on drop together with its ledger claim.
@@ -342,4 +347,83 @@ fn without_volumes_the_refusal_says_volume() {
         &["filesystem.volume_dirs", "volumes = \"private\""],
     );
     assert_nothing_left(&c);
+}
+
+/// The same rule under podman (root storage of the test env's own, so its
+/// volumes live in `$STATE/podman/root/volumes`): a named volume keeps its
+/// data across a restart, a second container is refused.
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn podman_named_volume_is_private_too() {
+    let env = env();
+    let (_, config) = checked_policy(POLICY);
+    let root = env.state.join("podman");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let policy = vibe_policy::Policy::from_toml_str(&text, Path::new(&config)).unwrap();
+    let dir = root.join("root/volumes");
+    assert!(
+        policy.filesystem.volume_dirs.contains(&dir),
+        "{config} does not list podman's volume directory {}",
+        dir.display()
+    );
+    let base: Vec<String> = vec![
+        "--root".into(),
+        root.join("root").display().to_string(),
+        "--runroot".into(),
+        root.join("run").display().to_string(),
+        "--runtime".into(),
+        env.shim_bin.display().to_string(),
+        "--runtime-flag".into(),
+        format!("config={config}"),
+    ];
+    let podman = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(env.tool("podman"));
+        cmd.args(&base).args(args);
+        vibe_shim_tests::harness::run_bounded(cmd, None, Duration::from_secs(120))
+    };
+    let image = "localhost/vibe-busybox:latest";
+    if !podman(&["image", "exists", image]).success() {
+        let tar = env.var("VIBE_TEST_ROOTFS_TAR").to_string();
+        podman(&["import", &tar, image]).ok();
+    }
+    let vol = unique_name("pvol");
+    let (first, second) = (unique_name("powner"), unique_name("pthief"));
+    let mount = format!("{vol}:/data");
+    // podman on this VM needs these ulimits (docs/dev/limits.md).
+    let run = |name: &str| {
+        podman(&[
+            "run",
+            "--name",
+            name,
+            "--network",
+            "none",
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "nproc=1024:1024",
+            "-v",
+            &mount,
+            image,
+            "sh",
+            "-c",
+            "cat /data/log 2>/dev/null; echo run >> /data/log",
+        ])
+    };
+    let out = run(&first);
+    let again = podman(&["start", "-a", &first]);
+    let refused = run(&second);
+    let _ = podman(&["rm", "-f", &first, &second]);
+    let _ = podman(&["volume", "rm", "-f", &vol]);
+    remove_claims(&vol);
+    let out = out.ok();
+    assert!(!out.stdout.contains("run"), "{out}");
+    let again = again.ok();
+    assert!(again.stdout.starts_with("run"), "the data is gone: {again}");
+    assert!(!refused.success(), "{refused}");
+    assert!(
+        refused.stderr.contains(&format!(
+            "vibe-shim: volumes: volume \"{vol}\" belongs to container"
+        )),
+        "{refused}"
+    );
 }
