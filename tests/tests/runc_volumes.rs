@@ -194,3 +194,32 @@ fn a_volume_that_is_a_mount_is_refused_even_when_raced() {
     assert_eq!(escaped, 0, "the host directory behind a mount showed");
     assert!(real > 0, "no cycle mounted the plain volume");
 }
+
+/// Under a forced `process.user`, a volume's empty, root-owned root goes to
+/// that user on its first use (the engine had nothing of the image to copy
+/// in), so the container can write it; a root that has content is left as
+/// the engine made it.
+#[test]
+#[ignore = "needs root and runc"]
+fn a_fresh_empty_volume_goes_to_the_forced_user() {
+    use std::os::unix::fs::MetadataExt;
+    let dirs = VolumeDir::new();
+    let fresh = dirs.volume("fresh");
+    let full = dirs.volume("full");
+    std::fs::write(full.join("from-image"), "").unwrap();
+    let policy = format!("{}\n[process]\nuser = \"1000:1000\"\n", policy(&dirs.dir()));
+    let script = "id -u; touch /data/mine && echo wrote; echo END";
+    let bundle = Bundle::busybox("volfresh", &["sh", "-c", script], &policy);
+    let base = bundle.spec();
+    let out = cycle(&bundle, &with_volume(&base, &fresh)).expect("a fresh volume");
+    assert!(out.contains("1000\nwrote"), "{out}");
+    let meta = std::fs::metadata(&fresh).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (1000, 1000));
+    let other = Bundle::busybox("volfull", &["sh", "-c", script], &policy);
+    let out = cycle(&other, &with_volume(&other.spec(), &full)).expect("a volume with content");
+    assert!(
+        !out.contains("wrote"),
+        "a root-owned volume became writable: {out}"
+    );
+    assert_eq!(std::fs::metadata(&full).unwrap().uid(), 0);
+}

@@ -205,6 +205,26 @@ pub fn judge_claim(
     ))
 }
 
+/// The root directory of a volume as the stager found it on first use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreshRoot {
+    pub uid: u32,
+    pub gid: u32,
+    /// No entries: the engine copied nothing of the image into it.
+    pub empty: bool,
+}
+
+/// Who the root directory of a volume this container just claimed is
+/// given to. Docker copies the image's directory (owner and mode) into a
+/// new volume; with nothing to copy `_data` stays root's, which the user
+/// the policy forced in place of the client's cannot write. So an empty,
+/// root-owned root of a fresh claim goes to `process.user`; anything else
+/// is left as the engine made it.
+pub fn fresh_owner(policy: &Policy, root: FreshRoot) -> Option<(u32, u32)> {
+    let forced = policy.process.forced_user()?;
+    (root.uid == 0 && root.empty && (root.uid, root.gid) != forced).then_some(forced)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,6 +365,32 @@ mod tests {
         );
         let denial = judge(&v, &source, "/m", &private(), &host).unwrap_err();
         assert!(denial.reason.contains("not a directory"), "{denial}");
+    }
+
+    #[test]
+    fn an_empty_root_owned_fresh_volume_goes_to_the_forced_user() {
+        let mut policy = private();
+        let root = FreshRoot {
+            uid: 0,
+            gid: 0,
+            empty: true,
+        };
+        // No forced user: the client's user is the one that asked.
+        assert_eq!(fresh_owner(&policy, root), None);
+        policy.process.user = Some("1000:1000".into());
+        assert_eq!(fresh_owner(&policy, root), Some((1000, 1000)));
+        // The engine copied the image's directory in, or gave it an owner.
+        let copied = FreshRoot {
+            empty: false,
+            ..root
+        };
+        assert_eq!(fresh_owner(&policy, copied), None);
+        let owned = FreshRoot {
+            uid: 1000,
+            gid: 1000,
+            empty: true,
+        };
+        assert_eq!(fresh_owner(&policy, owned), None);
     }
 
     #[test]

@@ -138,7 +138,7 @@ pub fn binds(
             continue;
         };
         let before = mount.get("source").cloned().unwrap_or(Value::Null);
-        match stage_one(pin, &dir, create, &field) {
+        match stage_one(pin, &dir, create, policy, &field) {
             Ok(point) => {
                 let after = Value::from(point.to_string_lossy().into_owned());
                 if let Some(object) = mount.as_object_mut() {
@@ -179,6 +179,7 @@ fn stage_one(
     pin: &Pin,
     dir: &Path,
     create: &CreateContext,
+    policy: &Policy,
     field: &str,
 ) -> Result<PathBuf, StageError> {
     let source = pin.anchor.join(&pin.rest);
@@ -234,7 +235,7 @@ fn stage_one(
                     path: source.display().to_string(),
                 });
             }
-            claim_volume(volume, &object, &source, create, field)?;
+            claim_volume(volume, &object, &source, create, policy, field)?;
             false
         }
         PinKind::EngineFile => {
@@ -305,6 +306,7 @@ fn claim_volume(
     object: &OwnedFd,
     source: &Path,
     create: &CreateContext,
+    policy: &Policy,
     field: &str,
 ) -> Result<(), StageError> {
     let ledger = |source| StageError::Ledger {
@@ -316,8 +318,44 @@ fn claim_volume(
         runc_root: create.runc_root.clone(),
         id: create.container_id.clone(),
     };
-    let holder = volume_ledger::claim(volume, identity, &this).map_err(ledger)?;
-    volumes::judge_claim(volume, field, &holder, &this).map_err(StageError::Claimed)
+    let claim = volume_ledger::claim(volume, identity, &this).map_err(ledger)?;
+    volumes::judge_claim(volume, field, &claim.holder, &this).map_err(StageError::Claimed)?;
+    if claim.fresh {
+        give_fresh_root(volume, object, source, policy)?;
+    }
+    Ok(())
+}
+
+/// On a volume's first use: an empty, root-owned `_data` goes to the
+/// forced user ([`volumes::fresh_owner`]), through our fd on it.
+fn give_fresh_root(
+    volume: &volumes::Volume,
+    object: &OwnedFd,
+    source: &Path,
+    policy: &Policy,
+) -> Result<(), StageError> {
+    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", object.as_raw_fd()));
+    let stat = fstat(object.as_raw_fd()).map_err(sys("fstat", source))?;
+    let ledger = |e: std::io::Error| StageError::Ledger {
+        name: volume.name.clone(),
+        source: LedgerError::Io {
+            path: source.display().to_string(),
+            source: e,
+        },
+    };
+    let empty = std::fs::read_dir(&fd_path)
+        .map_err(ledger)?
+        .next()
+        .is_none();
+    let root = volumes::FreshRoot {
+        uid: stat.st_uid,
+        gid: stat.st_gid,
+        empty,
+    };
+    if let Some((uid, gid)) = volumes::fresh_owner(policy, root) {
+        std::os::unix::fs::chown(&fd_path, Some(uid), Some(gid)).map_err(ledger)?;
+    }
+    Ok(())
 }
 
 /// `openat2(O_PATH)` with no symlink or magic link anywhere on the way:

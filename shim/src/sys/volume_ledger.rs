@@ -125,9 +125,17 @@ fn claim_path(base: &Path, volume: &Volume, identity: Identity) -> PathBuf {
         .join(format!("{}@{ino}@{birth_sec}.{birth_nsec:09}", volume.name))
 }
 
+/// The ledger's answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub holder: Holder,
+    /// This call made the claim: the volume's first use through vibe-shim.
+    pub fresh: bool,
+}
+
 /// Claims the volume for `this` unless someone holds it; returns the
 /// holder either way.
-pub fn claim(volume: &Volume, identity: Identity, this: &Holder) -> Result<Holder, LedgerError> {
+pub fn claim(volume: &Volume, identity: Identity, this: &Holder) -> Result<Claim, LedgerError> {
     claim_in(Path::new(BASE), volume, identity, this)
 }
 
@@ -136,13 +144,17 @@ fn claim_in(
     volume: &Volume,
     identity: Identity,
     this: &Holder,
-) -> Result<Holder, LedgerError> {
+) -> Result<Claim, LedgerError> {
+    let held = |holder| Claim {
+        holder,
+        fresh: false,
+    };
     let path = claim_path(base, volume, identity);
     let dir = path.parent().unwrap_or(base);
     state_dir::ensure_private(dir)?;
     match read_holder(&path) {
         Err(LedgerError::Private(e)) if e.is_missing() => {}
-        found => return found,
+        found => return found.map(held),
     }
     let record = Record {
         runc_root: this.runc_root.clone(),
@@ -164,10 +176,13 @@ fn claim_in(
     match linked {
         Ok(()) => {
             vibe_hooks::fsio::sync_dir(dir).map_err(io(dir))?;
-            Ok(this.clone())
+            Ok(Claim {
+                holder: this.clone(),
+                fresh: true,
+            })
         }
         // Another create won the race: its holder decides.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_holder(&path),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_holder(&path).map(held),
         Err(e) => Err(io(&path)(e)),
     }
 }
@@ -212,28 +227,20 @@ mod tests {
     fn first_claim_wins_and_is_kept() {
         let base = tempfile::tempdir().unwrap();
         let v = volume("myvol");
-        assert_eq!(
-            claim_in(base.path(), &v, ID, &holder("a")).unwrap(),
-            holder("a")
-        );
+        let claim = |id: Identity, who: &str| {
+            let c = claim_in(base.path(), &v, id, &holder(who)).unwrap();
+            (c.holder.id, c.fresh)
+        };
+        assert_eq!(claim(ID, "a"), ("a".into(), true));
         // The holder again (a restart), and someone else: both read "a".
-        assert_eq!(
-            claim_in(base.path(), &v, ID, &holder("a")).unwrap(),
-            holder("a")
-        );
-        assert_eq!(
-            claim_in(base.path(), &v, ID, &holder("b")).unwrap(),
-            holder("a")
-        );
+        assert_eq!(claim(ID, "a"), ("a".into(), false));
+        assert_eq!(claim(ID, "b"), ("a".into(), false));
         // A new volume of the same name (new birth time) is a new claim.
         let again = Identity {
             birth_sec: ID.birth_sec + 1,
             ..ID
         };
-        assert_eq!(
-            claim_in(base.path(), &v, again, &holder("b")).unwrap(),
-            holder("b")
-        );
+        assert_eq!(claim(again, "b"), ("b".into(), true));
         // No temp file is left behind.
         let dir = claim_path(base.path(), &v, ID);
         let left: Vec<_> = std::fs::read_dir(dir.parent().unwrap())
@@ -249,7 +256,7 @@ mod tests {
     fn racing_claims_have_exactly_one_winner() {
         let base = tempfile::tempdir().unwrap();
         let v = volume("race");
-        let winners: Vec<Holder> = std::thread::scope(|s| {
+        let winners: Vec<Claim> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..16)
                 .map(|i| {
                     let (base, v) = (base.path(), &v);
@@ -258,8 +265,9 @@ mod tests {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        let first = &winners[0];
-        assert!(winners.iter().all(|w| w == first), "{winners:?}");
+        let first = &winners[0].holder;
+        assert!(winners.iter().all(|w| w.holder == *first), "{winners:?}");
+        assert_eq!(winners.iter().filter(|w| w.fresh).count(), 1, "{winners:?}");
     }
 
     #[test]
