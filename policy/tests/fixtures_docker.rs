@@ -25,7 +25,7 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("mount-bind", "binds", "/etc"),
     (
         "volume-etc",
-        "binds",
+        "volumes",
         "/var/lib/vs-dev/volumes/etcvol/_data",
     ),
     ("pid-host", "namespaces", "pid"),

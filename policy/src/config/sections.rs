@@ -84,6 +84,24 @@ pub enum HomeMode {
     Image,
 }
 
+/// Whether a container may use a volume the engine made (`docker run -v
+/// name:/x`, `-v /x`, an image's `VOLUME`): see [`crate::rules::volumes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumesMode {
+    /// Every volume is refused (unless `filesystem.bind` allows its path).
+    None,
+    /// A volume is allowed to the first container that uses it, and only to it.
+    Private,
+}
+
+/// Where Docker (its default data-root) and podman (root's storage) keep
+/// their local volumes: `<dir>/<name>/_data`.
+pub const DEFAULT_VOLUME_DIRS: &[&str] = &[
+    "/var/lib/docker/volumes",
+    "/var/lib/containers/storage/volumes",
+];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BindMode {
@@ -126,6 +144,12 @@ pub struct FilesystemSection {
     /// --init`): a bind whose canonical source is one of these is allowed,
     /// read-only, if the file is root-owned and writable by nobody else.
     pub init_binaries: Vec<PathBuf>,
+    /// `"none"` refuses every engine volume; `"private"` gives each volume
+    /// to the first container that uses it.
+    pub volumes: VolumesMode,
+    /// The engines' volume directories: a bind whose canonical source is
+    /// exactly `<dir>/<name>/_data` is a volume.
+    pub volume_dirs: Vec<PathBuf>,
 }
 
 impl Default for FilesystemSection {
@@ -136,6 +160,8 @@ impl Default for FilesystemSection {
             home: HomeMode::Tmpfs,
             bind: Vec::new(),
             init_binaries: DEFAULT_INIT_BINARIES.iter().map(PathBuf::from).collect(),
+            volumes: VolumesMode::None,
+            volume_dirs: DEFAULT_VOLUME_DIRS.iter().map(PathBuf::from).collect(),
         }
     }
 }

@@ -107,6 +107,7 @@ impl Policy {
             }
         }
         for (key, dirs) in [
+            ("filesystem.volume_dirs", &self.filesystem.volume_dirs),
             ("runtime.checkpoint_dirs", &self.runtime.checkpoint_dirs),
             ("runtime.pid_file_dirs", &self.runtime.pid_file_dirs),
         ] {

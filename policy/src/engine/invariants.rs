@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::config::{normalise_capability, BindMode, HomeMode, Policy};
+use crate::config::{normalise_capability, BindMode, HomeMode, Policy, VolumesMode};
 use crate::lang::json::{clean_path, str_field, strings};
 use crate::rules::binds::ENGINE_FILES;
 use crate::rules::devices::{is_safe_device, PTS_MAJOR, SAFE_DEVICES};
@@ -305,6 +305,13 @@ fn check_bind(
     let engine_file = ENGINE_FILES
         .iter()
         .any(|(d, name)| *d == dest && path.file_name().and_then(|n| n.to_str()) == Some(name));
+    // `<volume dir>/<name>/_data`, allowed under volumes = "private".
+    let volume = policy.filesystem.volumes == VolumesMode::Private
+        && path.file_name().is_some_and(|n| n == "_data")
+        && path
+            .parent()
+            .and_then(Path::parent)
+            .is_some_and(|dir| policy.filesystem.volume_dirs.iter().any(|d| d == dir));
     let allow = policy
         .filesystem
         .bind
@@ -325,6 +332,7 @@ fn check_bind(
         }
         Some(b) => b.mode == BindMode::Rw && writable,
         None if engine_file && source.starts_with('/') => false,
+        None if volume => false,
         None => {
             out.push(format!(
                 "mounts[{i}] bind of {source} is neither under filesystem.bind nor an engine file"

@@ -1,6 +1,7 @@
 //! Bind mounts, the core of the filesystem policy. A bind is allowed only if
 //! it is one of the engine's own per-container files, the engine's own init
-//! binary, or if its canonical source lies in a `filesystem.bind` subtree.
+//! binary, one of the engine's volumes that [`crate::rules::volumes`]
+//! allows, or if its canonical source lies in a `filesystem.bind` subtree.
 //! Every allowed bind is made non-recursive, nosuid and nodev, and gets its
 //! canonical source written back. vibe-shim's own trust bundle file
 //! ([`crate::rules::credentials`]) is no client bind and is skipped.
@@ -27,6 +28,7 @@ use crate::rules::host_ids;
 use crate::rules::kernel_mounts::{
     add_option, destination, edit_options, is_bind, mounts_mut, remove_option,
 };
+use crate::rules::volumes::{self, Volume};
 
 const RULE: &str = "binds";
 
@@ -50,6 +52,8 @@ enum Verdict {
     InitBinary,
     /// Below the allowed root `root` (canonical).
     Allowed { root: PathBuf, mode: BindMode },
+    /// An engine volume under `filesystem.volumes = "private"`.
+    Volume(Volume),
 }
 
 /// What must hold for the object the shim pins (see [`Pin`]).
@@ -63,6 +67,9 @@ pub enum PinKind {
     /// The engine's init binary: a regular file owned by root and writable
     /// by nobody else; staged read-only.
     InitBinary,
+    /// An engine volume (`Pin::volume`): a directory on the volume
+    /// directory's own mount, allowed only to the holder of its claim.
+    Volume,
 }
 
 /// One allowed bind as the shim must pin it: `rest` resolved below the
@@ -76,6 +83,8 @@ pub struct Pin {
     /// Relative; empty when the source is the anchor itself.
     pub rest: PathBuf,
     pub kind: PinKind,
+    /// Set for [`PinKind::Volume`]: the volume the shim must claim.
+    pub volume: Option<Volume>,
 }
 
 pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
@@ -174,8 +183,14 @@ pub fn pins(
             continue;
         }
         let (canonical, verdict) = judge.judge(mount, index)?;
+        let mut volume = None;
         let (anchor, kind) = match verdict {
             Verdict::EngineFile { id_dir } => (id_dir, PinKind::EngineFile),
+            Verdict::Volume(v) => {
+                let dir = v.dir.clone();
+                volume = Some(v);
+                (dir, PinKind::Volume)
+            }
             Verdict::InitBinary => (
                 canonical.parent().unwrap_or(Path::new("/")).to_path_buf(),
                 PinKind::InitBinary,
@@ -196,6 +211,7 @@ pub fn pins(
             anchor,
             rest,
             kind,
+            volume,
         });
     }
     Ok(pins)
@@ -203,15 +219,18 @@ pub fn pins(
 
 /// Everything a bind is judged against, canonicalised once per spec.
 struct Judge<'a> {
+    policy: &'a Policy,
     host: &'a dyn HostView,
     create: Option<&'a CreateContext>,
     /// An allow source that does not exist matches nothing.
     allowed: Vec<(PathBuf, BindMode)>,
     inits: Vec<PathBuf>,
+    /// The canonical `filesystem.volume_dirs`.
+    volume_dirs: Vec<PathBuf>,
 }
 
 impl<'a> Judge<'a> {
-    fn new(policy: &Policy, host: &'a dyn HostView, create: Option<&'a CreateContext>) -> Self {
+    fn new(policy: &'a Policy, host: &'a dyn HostView, create: Option<&'a CreateContext>) -> Self {
         let allowed = allowed_roots(policy, host);
         let inits = policy
             .filesystem
@@ -220,10 +239,12 @@ impl<'a> Judge<'a> {
             .filter_map(|p| host.canonicalize(p))
             .collect();
         Judge {
+            policy,
             host,
             create,
             allowed,
             inits,
+            volume_dirs: volumes::canonical_dirs(policy, host),
         }
     }
 
@@ -278,8 +299,28 @@ impl<'a> Judge<'a> {
         } else if self.inits.contains(&canonical) {
             Verdict::InitBinary
         } else {
-            judge_allowlist(&canonical, &self.allowed, self.host)
-                .map_err(|reason| Denial::new(RULE, field(), named(), reason.to_string()))?
+            // A volume that is not allowed as one is judged as a bind: only
+            // an admin's filesystem.bind of its path passes it, and the
+            // refusal says volume.
+            let mut not_allowed = None;
+            if let Some(volume) = volumes::classify(&canonical, &self.volume_dirs) {
+                match volumes::judge(&volume, &canonical, &field(), self.policy, self.host)? {
+                    volumes::Judgement::Private => {
+                        return Ok((canonical, Verdict::Volume(volume)));
+                    }
+                    volumes::Judgement::AsBind => {
+                        not_allowed = Some(volumes::off(&volume, &canonical, &field()));
+                    }
+                }
+            } else if let Some(volume) = volumes::looks_like(&canonical) {
+                not_allowed = Some(volumes::unlisted(&volume, &canonical, &field()));
+            }
+            judge_allowlist(&canonical, &self.allowed, self.host).map_err(|reason| {
+                match (reason, not_allowed) {
+                    (BindRefusal::NotAllowed, Some(volume)) => volume,
+                    (reason, _) => Denial::new(RULE, field(), named(), reason.to_string()),
+                }
+            })?
         };
         Ok((canonical, verdict))
     }
@@ -635,15 +676,159 @@ mod tests {
         // makes _data a bind mount of /etc on the host.
         host.mount_points
             .insert(PathBuf::from("/var/lib/vs-dev/volumes/etcvol/_data"));
+        // The fixture's data-root is no volume_dirs entry: refused as a
+        // volume of an unlisted directory, and as a mount once it is listed.
         let denial = run(&mut spec, &Policy::default(), &host).unwrap_err();
-        assert!(
-            denial.reason.contains("not under an allowed path"),
-            "{denial}"
-        );
+        assert!(denial.reason.contains("filesystem.volume_dirs"), "{denial}");
+        let mut listed = with_volumes(Policy::default());
+        listed.filesystem.volume_dirs = vec![PathBuf::from("/var/lib/vs-dev/volumes")];
+        let denial = run(&mut spec, &listed, &host).unwrap_err();
+        assert!(denial.reason.contains("mount of its own"), "{denial}");
         let policy = policy_with(&[("/var/lib/vs-dev/volumes", BindMode::Rw)]);
         let denial = run(&mut spec, &policy, &host).unwrap_err();
         assert!(denial.reason.contains("separate mount"), "{denial}");
         assert_eq!(denial.value, "/var/lib/vs-dev/volumes/etcvol/_data");
+    }
+
+    fn volume_spec(source: &str) -> Value {
+        json!({"mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/data", "type": "bind", "source": source, "options": ["rbind"]},
+        ]})
+    }
+
+    fn with_volumes(mut policy: Policy) -> Policy {
+        policy.filesystem.volumes = crate::config::VolumesMode::Private;
+        policy
+    }
+
+    #[test]
+    fn volumes_off_refuse_named_anonymous_and_podman_volumes_saying_volume() {
+        let anonymous = "9c4e0a8f1b2d3c4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6";
+        for (source, name) in [
+            ("/var/lib/docker/volumes/myvol/_data", "myvol"),
+            (
+                &format!("/var/lib/docker/volumes/{anonymous}/_data")[..],
+                anonymous,
+            ),
+            ("/var/lib/containers/storage/volumes/pvol/_data", "pvol"),
+        ] {
+            let mut spec = volume_spec(source);
+            let denial =
+                run_with(&mut spec, &Policy::default(), &FakeHost::new(), "c1").unwrap_err();
+            assert_eq!(denial.rule, volumes::RULE, "{denial}");
+            assert_eq!(denial.field, "/mounts/1/source");
+            assert_eq!(denial.value, source);
+            assert!(
+                denial.reason.contains(&format!("volume {name:?}")),
+                "{denial}"
+            );
+            assert!(denial.reason.contains("volumes = \"private\""), "{denial}");
+            assert!(!denial.reason.contains("bind"), "{denial}");
+        }
+    }
+
+    #[test]
+    fn volumes_off_keep_an_admins_bind_of_the_volume_dir() {
+        // The old way: the admin allowed the whole directory as a bind.
+        let policy = policy_with(&[("/var/lib/docker/volumes", BindMode::Rw)]);
+        let mut spec = volume_spec("/var/lib/docker/volumes/myvol/_data");
+        run_with(&mut spec, &policy, &FakeHost::new(), "c1").unwrap();
+        let ctx = CreateContext::default();
+        let pinned = pins(&spec, &policy, &FakeHost::new(), &ctx).unwrap();
+        assert_eq!(pinned[0].kind, PinKind::Subtree { read_only: false });
+        assert_eq!(pinned[0].volume, None);
+    }
+
+    #[test]
+    fn private_volume_passes_confined_and_pins_below_its_volume_dir() {
+        let policy = with_volumes(Policy::default());
+        let mut spec = volume_spec("/var/lib/docker/volumes/myvol/_data");
+        let rec = run_with(&mut spec, &policy, &FakeHost::new(), "c1").unwrap();
+        assert_eq!(
+            strings(spec["mounts"][1].get("options")),
+            ["bind", "nosuid", "nodev"]
+        );
+        // Not a host subtree: no host_ids obligation.
+        let writable = &spec["annotations"][host_ids::WRITABLE_BINDS_ANNOTATION];
+        assert_eq!(writable, "[]", "{rec:?}");
+        let ctx = CreateContext::default();
+        let pinned = pins(&spec, &policy, &FakeHost::new(), &ctx).unwrap();
+        assert_eq!(pinned.len(), 1);
+        let pin = &pinned[0];
+        assert_eq!(pin.kind, PinKind::Volume);
+        assert_eq!(pin.anchor, Path::new("/var/lib/docker/volumes"));
+        assert_eq!(pin.rest, Path::new("myvol/_data"));
+        assert_eq!(pin.volume.as_ref().map(|v| v.name.as_str()), Some("myvol"));
+        // Below a volume, or the volume directory itself, is no volume.
+        for source in [
+            "/var/lib/docker/volumes/myvol/_data/sub",
+            "/var/lib/docker/volumes",
+            "/var/lib/docker/volumes/myvol",
+        ] {
+            let mut spec = volume_spec(source);
+            let denial = run_with(&mut spec, &policy, &FakeHost::new(), "c1").unwrap_err();
+            assert!(
+                denial.reason.contains("filesystem.bind"),
+                "{source}: {denial}"
+            );
+        }
+    }
+
+    #[test]
+    fn private_volume_over_a_host_path_is_refused_saying_volume() {
+        // `docker volume create -o type=none -o o=bind -o device=/etc etcvol`.
+        let mut host = FakeHost::new();
+        host.mount_points
+            .insert(PathBuf::from("/var/lib/docker/volumes/etcvol/_data"));
+        let policy = with_volumes(Policy::default());
+        let mut spec = volume_spec("/var/lib/docker/volumes/etcvol/_data");
+        let denial = run_with(&mut spec, &policy, &host, "c1").unwrap_err();
+        assert_eq!(denial.rule, volumes::RULE);
+        assert!(
+            denial.reason.contains("volume \"etcvol\" is a mount"),
+            "{denial}"
+        );
+        // A symlinked volume directory is judged by its canonical path.
+        let mut host = FakeHost::new();
+        host.canonical.insert(
+            PathBuf::from("/var/lib/docker/volumes/evil/_data"),
+            PathBuf::from("/etc"),
+        );
+        let mut spec = volume_spec("/var/lib/docker/volumes/evil/_data");
+        let denial = run_with(&mut spec, &policy, &host, "c1").unwrap_err();
+        assert!(denial.reason.contains("filesystem.bind"), "{denial}");
+        assert!(denial.value.contains("resolves to /etc"), "{denial}");
+    }
+
+    #[test]
+    fn a_volume_of_another_data_root_is_refused_naming_volume_dirs() {
+        for policy in [Policy::default(), with_volumes(Policy::default())] {
+            let mut spec = volume_spec("/srv/docker/volumes/v1/_data");
+            let denial = run_with(&mut spec, &policy, &FakeHost::new(), "c1").unwrap_err();
+            assert_eq!(denial.rule, volumes::RULE, "{denial}");
+            assert!(denial.reason.contains("filesystem.volume_dirs"), "{denial}");
+            assert!(denial.reason.contains("volume \"v1\""), "{denial}");
+        }
+        // Allowed as a bind by the admin: still passes as before.
+        let policy = policy_with(&[("/srv/docker/volumes", BindMode::Rw)]);
+        let mut spec = volume_spec("/srv/docker/volumes/v1/_data");
+        run_with(&mut spec, &policy, &FakeHost::new(), "c1").unwrap();
+    }
+
+    #[test]
+    fn volume_dirs_are_the_policys_canonical_dirs() {
+        let mut policy = with_volumes(Policy::default());
+        policy.filesystem.volume_dirs = vec![PathBuf::from("/srv/dr/volumes")];
+        let mut host = FakeHost::new();
+        // A data-root reached through a symlink.
+        host.canonical
+            .insert(PathBuf::from("/srv/dr"), PathBuf::from("/data/docker"));
+        let mut spec = volume_spec("/data/docker/volumes/v/_data");
+        run_with(&mut spec, &policy, &host, "c1").unwrap();
+        // Docker's default directory is no longer listed.
+        let mut spec = volume_spec("/var/lib/docker/volumes/v/_data");
+        assert!(run_with(&mut spec, &policy, &host, "c1").is_err());
     }
 
     #[test]

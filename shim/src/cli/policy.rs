@@ -316,11 +316,15 @@ fn summary_lines(policy: &Policy) -> Vec<String> {
             text(&r["tmpfs_max"])
         ),
         format!(
-            "filesystem: readonly_root {}, binds: {}",
+            "filesystem: readonly_root {}, binds: {}, volumes: {}",
             text(&v["filesystem"]["readonly_root"]),
             match binds.is_empty() {
                 true => "none".to_string(),
                 false => binds.join(", "),
+            },
+            match text(&v["filesystem"]["volumes"]).as_str() {
+                "none" => "none".to_string(),
+                mode => format!("{mode} in {}", list(&v["filesystem"]["volume_dirs"], 4)),
             }
         ),
         format!(
@@ -378,7 +382,7 @@ struct ExplainHost<'a, H: HostView> {
 const SKIPPED: &str = "not judged (they belong to the live container, create judges them): \
     whether linux.cgroupsPath already exists, whether the id is in use, \
     whether root.path exists, is an overlay mount of its own and is no other \
-    container's or process's root";
+    container's or process's root, and which container holds a volume's claim";
 
 impl<H: HostView> ExplainHost<'_, H> {
     fn is_root(&self, path: &Path) -> bool {

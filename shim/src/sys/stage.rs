@@ -30,9 +30,11 @@ use nix::sys::stat::{fstat, SFlag};
 use nix::sys::statvfs::{fstatvfs, FsFlags};
 use serde_json::Value;
 use vibe_policy::rules::binds::{pins, Pin, PinKind};
+use vibe_policy::rules::volumes::{self, Holder};
 use vibe_policy::{CreateContext, Denial, HostView, Policy, Refusal, Rewrite};
 
 use crate::sys::state_dir::{self, StateDirError};
+use crate::sys::volume_ledger::{self, LedgerError};
 
 const RULE: &str = "binds";
 /// Stacked mounts on one staging point are unmounted up to this many times.
@@ -63,6 +65,22 @@ pub enum StageError {
     },
     #[error(transparent)]
     StateDir(#[from] StateDirError),
+    #[error(
+        "volume {name:?} is a mount of its own, not a directory on the mount of {dir}: \
+         a local volume with type, o or device options is refused (filesystem.volumes)"
+    )]
+    VolumeMount { name: String, dir: String },
+    #[error("volume {name:?}: {path} is not a directory (filesystem.volumes)")]
+    VolumeNotADir { name: String, path: String },
+    #[error("volume {name:?}: {source}")]
+    Ledger {
+        name: String,
+        #[source]
+        source: LedgerError,
+    },
+    /// The claim ledger's decision: another container holds the volume.
+    #[error("{0}")]
+    Claimed(Denial),
 }
 
 fn sys<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> StageError + 'a {
@@ -120,7 +138,7 @@ pub fn binds(
             continue;
         };
         let before = mount.get("source").cloned().unwrap_or(Value::Null);
-        match stage_one(pin, &dir) {
+        match stage_one(pin, &dir, create, policy, &field) {
             Ok(point) => {
                 let after = Value::from(point.to_string_lossy().into_owned());
                 if let Some(object) = mount.as_object_mut() {
@@ -140,10 +158,14 @@ pub fn binds(
                     let _ = std::fs::remove_dir(container_dir);
                 }
                 let value = before.as_str().unwrap_or_default().to_string();
-                return Err(refuse(
-                    Denial::new(RULE, field, value, e.to_string()),
-                    rewrite,
-                ));
+                let denial = match e {
+                    StageError::Claimed(denial) => denial,
+                    e if pin.volume.is_some() => {
+                        Denial::new(volumes::RULE, field, value, e.to_string())
+                    }
+                    e => Denial::new(RULE, field, value, e.to_string()),
+                };
+                return Err(refuse(denial, rewrite));
             }
         }
     }
@@ -151,7 +173,15 @@ pub fn binds(
 }
 
 /// Opens the pinned object, checks it, and bind-mounts it onto `dir/<index>`.
-fn stage_one(pin: &Pin, dir: &Path) -> Result<PathBuf, StageError> {
+/// A volume is claimed for this container on the opened object, once
+/// every other check has passed.
+fn stage_one(
+    pin: &Pin,
+    dir: &Path,
+    create: &CreateContext,
+    policy: &Policy,
+    field: &str,
+) -> Result<PathBuf, StageError> {
     let source = pin.anchor.join(&pin.rest);
     let anchor = open_pinned(None, &pin.anchor, OFlag::O_DIRECTORY, ResolveFlag::empty())?;
     let rest: &Path = if pin.rest.as_os_str().is_empty() {
@@ -159,7 +189,7 @@ fn stage_one(pin: &Pin, dir: &Path) -> Result<PathBuf, StageError> {
     } else {
         &pin.rest
     };
-    let subtree = matches!(pin.kind, PinKind::Subtree { .. });
+    let subtree = matches!(pin.kind, PinKind::Subtree { .. } | PinKind::Volume);
     let extra = if subtree {
         ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_XDEV
     } else {
@@ -187,6 +217,26 @@ fn stage_one(pin: &Pin, dir: &Path) -> Result<PathBuf, StageError> {
                 return Err(StageError::OtherMount(source.display().to_string()));
             }
             read_only
+        }
+        PinKind::Volume => {
+            let volume = pin.volume.as_ref().ok_or(StageError::Resolve {
+                path: source.display().to_string(),
+                errno: Errno::EINVAL,
+            })?;
+            if mount_id(&anchor, &pin.anchor)? != mount_id(&object, &source)? {
+                return Err(StageError::VolumeMount {
+                    name: volume.name.clone(),
+                    dir: pin.anchor.display().to_string(),
+                });
+            }
+            if !is_dir {
+                return Err(StageError::VolumeNotADir {
+                    name: volume.name.clone(),
+                    path: source.display().to_string(),
+                });
+            }
+            claim_volume(volume, &object, &source, create, policy, field)?;
+            false
         }
         PinKind::EngineFile => {
             let a = fstat(anchor.as_raw_fd()).map_err(sys("fstat", &pin.anchor))?;
@@ -247,6 +297,65 @@ fn stage_one(pin: &Pin, dir: &Path) -> Result<PathBuf, StageError> {
     mount(None::<&str>, &point, None::<&str>, flags, None::<&str>)
         .map_err(sys("remount", &point))?;
     Ok(point)
+}
+
+/// Claims `volume` (open as `object`) for this container in the ledger and
+/// judges the holder: anyone but this container is refused.
+fn claim_volume(
+    volume: &volumes::Volume,
+    object: &OwnedFd,
+    source: &Path,
+    create: &CreateContext,
+    policy: &Policy,
+    field: &str,
+) -> Result<(), StageError> {
+    let ledger = |source| StageError::Ledger {
+        name: volume.name.clone(),
+        source,
+    };
+    let identity = volume_ledger::identity(object, source).map_err(ledger)?;
+    let this = Holder {
+        runc_root: create.runc_root.clone(),
+        id: create.container_id.clone(),
+    };
+    let claim = volume_ledger::claim(volume, identity, &this).map_err(ledger)?;
+    volumes::judge_claim(volume, field, &claim.holder, &this).map_err(StageError::Claimed)?;
+    if claim.fresh {
+        give_fresh_root(volume, object, source, policy)?;
+    }
+    Ok(())
+}
+
+/// On a volume's first use: an empty, root-owned `_data` goes to the
+/// forced user ([`volumes::fresh_owner`]), through our fd on it.
+fn give_fresh_root(
+    volume: &volumes::Volume,
+    object: &OwnedFd,
+    source: &Path,
+    policy: &Policy,
+) -> Result<(), StageError> {
+    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", object.as_raw_fd()));
+    let stat = fstat(object.as_raw_fd()).map_err(sys("fstat", source))?;
+    let ledger = |e: std::io::Error| StageError::Ledger {
+        name: volume.name.clone(),
+        source: LedgerError::Io {
+            path: source.display().to_string(),
+            source: e,
+        },
+    };
+    let empty = std::fs::read_dir(&fd_path)
+        .map_err(ledger)?
+        .next()
+        .is_none();
+    let root = volumes::FreshRoot {
+        uid: stat.st_uid,
+        gid: stat.st_gid,
+        empty,
+    };
+    if let Some((uid, gid)) = volumes::fresh_owner(policy, root) {
+        std::os::unix::fs::chown(&fd_path, Some(uid), Some(gid)).map_err(ledger)?;
+    }
+    Ok(())
 }
 
 /// `openat2(O_PATH)` with no symlink or magic link anywhere on the way:
