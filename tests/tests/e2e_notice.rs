@@ -44,10 +44,13 @@ fn exec(c: &Container, script: &str) -> Output {
     out
 }
 
-/// `vibe-shim explain <id>` on the host.
+/// `vibe-shim explain <id>` on the engine's host (the sid stack's tree:
+/// where its vibe-shim keeps the state).
 fn explain(id: &str) -> Output {
-    let shim = env().shim_bin.display().to_string();
-    program(&shim, &["explain", id], Duration::from_secs(30))
+    let env = env();
+    let shim = env.shim_bin.display().to_string();
+    let full = env.in_engine_ns(&[&shim, "explain", id]);
+    program(full[0], &full[1..], Duration::from_secs(30))
 }
 
 #[test]
