@@ -168,8 +168,8 @@ fn home_fact(
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|m| clean_path(str_field(m, "destination")) == dir)
-        .last();
+        .rev()
+        .find(|m| clean_path(str_field(m, "destination")) == dir);
     let kind = match mounted {
         Some(m) if str_field(m, "type") == "tmpfs" => HomeKind::Tmpfs,
         Some(_) => HomeKind::Bind,
@@ -220,7 +220,7 @@ fn env_dropped(changes: &[Change]) -> Vec<String> {
 /// Bytes as the policy file writes them (`4g`, `64m`), exact.
 pub fn bytes_text(bytes: u64) -> String {
     for (unit, shift) in [("t", 40), ("g", 30), ("m", 20), ("k", 10)] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.trailing_zeros() >= shift {
             return format!("{}{unit}", bytes >> shift);
         }
     }

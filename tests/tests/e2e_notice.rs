@@ -103,8 +103,8 @@ fn the_notice_names_dropped_env_clamps_and_user_inside_and_on_the_host() {
     let audit = std::fs::read_to_string(env().var("VIBE_TEST_AUDIT")).expect("audit log");
     let line = audit
         .lines()
-        .filter(|l| l.contains(&id) && l.contains("\"verb\":\"create\""))
-        .last()
+        .rev()
+        .find(|l| l.contains(&id) && l.contains("\"verb\":\"create\""))
         .expect("the create's audit line");
     assert!(!line.contains(SECRET), "{line}");
     let record: serde_json::Value = serde_json::from_str(line).unwrap();
