@@ -228,6 +228,10 @@ pub fn bytes_text(bytes: u64) -> String {
 }
 
 fn value_text(limit: &str, value: &Value) -> String {
+    // runc reads a pids limit of 0 or below as none.
+    if limit == "pids" && value.as_i64().is_some_and(|n| n <= 0) {
+        return "unlimited".to_string();
+    }
     match value.as_u64() {
         Some(n) if limit.starts_with("memory") => bytes_text(n),
         _ => match value {
@@ -246,7 +250,8 @@ fn clamped(spec: &Value, changes: &[Change]) -> Vec<Clamp> {
                 let Some(rest) = change.field.strip_prefix("/linux/resources/") else {
                     continue;
                 };
-                if change.before.is_object() || change.before.is_array() {
+                let scalar = |v: &Value| v.is_number() || v.is_string();
+                if !scalar(&change.before) || !scalar(&change.after) {
                     continue;
                 }
                 let limit = match rest {
@@ -510,6 +515,7 @@ mod tests {
             clamps.contains(&"RLIMIT_NOFILE 1048576 -> 65536".to_string()),
             "{clamps:?}"
         );
+        assert_eq!(value_text("pids", &json!(-1)), "unlimited");
         let text = notice.render();
         eprintln!("{text}");
         assert!(text.lines().count() <= 14, "{text}");
@@ -556,6 +562,49 @@ mod tests {
         );
         assert!(notice.env_dropped.is_empty());
         assert!(!notice.render().contains("clamped"));
+    }
+
+    /// An engine that feeds the rewritten spec back (a restart from its
+    /// copy) gets it judged again: the own notice mount is neither a client
+    /// bind (binds) nor a client mount under /etc/vibe-shim (credentials).
+    #[test]
+    fn a_spec_fed_back_keeps_one_notice_mount() {
+        let policy = Policy::from_toml_str(
+            "[network]\nmode = \"proxy\"\nhosts = [\"api.example.com\"]\n\
+             [[network.credentials]]\nname = \"api\"\nhosts = [\"api.example.com\"]\n\
+             env = \"API_KEY\"\nheader = \"x-api-key\"\nsource = \"/x\"\n",
+            std::path::Path::new("/etc/vibe-shim/config.toml"),
+        )
+        .unwrap();
+        let create = CreateContext {
+            container_id: "156d3c431c92338ef3167b2311f0ab6060b9e10b5c6814ed4cb9c17205570050".into(),
+            notice: Some("/run/vibe-shim/containers/r/c/notice".into()),
+            trust_bundle: Some("/run/vibe-shim/containers/r/c/ca-bundle.pem".into()),
+            credentials: vec![crate::egress::credential::Binding::new(
+                &policy.network.credentials[0],
+                "sk-PLACEHOLDER".into(),
+            )],
+            ..CreateContext::default()
+        };
+        let host = FakeHost::new();
+        let first = enforce_create(docker_spec(), &policy, &host, &create).unwrap();
+        let again = enforce_create(first.document.clone(), &policy, &host, &create).unwrap();
+        let at_notice = |spec: &Value| {
+            spec["mounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["destination"] == crate::config::NOTICE_PATH)
+                .count()
+        };
+        assert_eq!(at_notice(&first.document), 1);
+        assert_eq!(at_notice(&again.document), 1);
+        // Another path under /etc/vibe-shim is still the client's, refused.
+        let mut forged = first.document.clone();
+        forged["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/etc/vibe-shim/other", "type": "tmpfs", "source": "tmpfs"}));
+        let refused = enforce_create(forged, &policy, &host, &create).unwrap_err();
+        assert_eq!(refused.denial.rule, "credentials");
     }
 
     #[test]

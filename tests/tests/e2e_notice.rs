@@ -72,7 +72,7 @@ fn the_notice_names_dropped_env_clamps_and_user_inside_and_on_the_host() {
         "user: 0:0 -> 1000:1000 (forced by [process] user)",
         "limits: pids 4096, memory 4g",
         "network: none",
-        "tests/policies/notice.toml",
+        "notice.toml",
     ] {
         assert!(inside.contains(want), "missing {want:?} in:\n{inside}");
     }
