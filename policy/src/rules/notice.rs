@@ -5,7 +5,8 @@
 //! file after the judge, from this rewrite's record; runc binds it.
 //!
 //! An earlier create's own mount (an engine's spec fed back) is dropped and
-//! made again. The binds rule and the credentials rule skip exactly this
+//! made again. Under a client bind at `/etc` or `/etc/vibe-shim` there is
+//! no notice: its mount point would be made in that host directory. The binds rule and the credentials rule skip exactly this
 //! mount ([`is_own_file_mount`]): its source is vibe-shim's own.
 
 use serde_json::Value;
@@ -13,7 +14,7 @@ use serde_json::Value;
 use crate::config::NOTICE_PATH;
 use crate::decision::{Denial, Record};
 use crate::engine::context::{CreateContext, RuleContext};
-use crate::lang::json::str_field;
+use crate::lang::json::{clean_path_within, str_field};
 use crate::rules::credentials::{is_trust_bundle_mount, BUNDLE_OPTIONS};
 use crate::rules::kernel_mounts::{destination, is_bind, mounts_mut};
 
@@ -36,10 +37,27 @@ pub fn is_own_file_mount(mount: &Value, create: Option<&CreateContext>) -> bool 
     is_trust_bundle_mount(mount, create) || is_notice_mount(mount, create)
 }
 
+/// Whether a bind the client kept covers a directory above the notice
+/// (`/etc`, `/etc/vibe-shim`): runc would make the notice's mount point in
+/// that host directory, as root. Such a container gets no notice there.
+fn bind_above_notice(spec: &Value) -> bool {
+    spec.get("mounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|m| {
+            let dest = destination(m);
+            is_bind(m) && dest != NOTICE_PATH && clean_path_within(NOTICE_PATH, &dest)
+        })
+}
+
 pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
     let Some(notice) = cx.create.and_then(|c| c.notice.as_deref()) else {
         return Ok(());
     };
+    if bind_above_notice(spec) {
+        return Ok(());
+    }
     let source = notice.to_str().ok_or_else(|| {
         Denial::new(
             RULE,
@@ -129,6 +147,39 @@ mod tests {
         )
         .unwrap();
         assert_eq!(spec["mounts"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn no_notice_under_a_bind_of_a_host_directory_above_it() {
+        for dest in ["/etc", "/etc/", "/etc/vibe-shim"] {
+            let mut spec = json!({"mounts": [
+                {"destination": dest, "type": "bind", "source": "/srv/wt/etc", "options": ["rbind"]},
+            ]});
+            let create = create();
+            run_rule_with(
+                apply,
+                &mut spec,
+                &Policy::default(),
+                &FakeHost::new(),
+                Some(&create),
+            )
+            .unwrap();
+            assert_eq!(spec["mounts"].as_array().unwrap().len(), 1, "{dest}");
+        }
+        // A tmpfs there is no host directory: the notice goes on top.
+        let mut spec = json!({"mounts": [
+            {"destination": "/etc/vibe-shim", "type": "tmpfs", "source": "tmpfs"},
+        ]});
+        let create = create();
+        run_rule_with(
+            apply,
+            &mut spec,
+            &Policy::default(),
+            &FakeHost::new(),
+            Some(&create),
+        )
+        .unwrap();
+        assert_eq!(spec["mounts"][1]["destination"], NOTICE_PATH);
     }
 
     #[test]
