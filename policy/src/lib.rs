@@ -14,6 +14,7 @@ pub mod engine;
 pub mod host;
 pub mod lang;
 pub mod network;
+pub mod notice;
 pub mod rules;
 pub mod runc;
 

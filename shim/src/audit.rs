@@ -6,6 +6,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use serde::Serialize;
+use vibe_policy::notice::Notice;
 use vibe_policy::{Change, Denial};
 
 use crate::log::{append_line, rfc3339_now, LogError};
@@ -31,6 +32,9 @@ pub struct AuditRecord<'a> {
     pub config: &'a Path,
     pub changes: &'a [Change],
     pub denial: Option<&'a Denial>,
+    /// A create's notice facts, as the container reads them (names only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<&'a Notice>,
 }
 
 impl<'a> AuditRecord<'a> {
@@ -42,6 +46,7 @@ impl<'a> AuditRecord<'a> {
             config,
             changes: &[],
             denial: None,
+            notice: None,
         }
     }
 

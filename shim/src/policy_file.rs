@@ -132,15 +132,7 @@ fn read_dropins(path: &Path, owner: u32) -> Result<Vec<Layer>, PolicyFileError> 
         return Err(untrusted(&dir, Untrusted::NotADirectory));
     }
     trusted(&meta, owner).map_err(|why| untrusted(&dir, why))?;
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(&dir).map_err(read_err(&dir))? {
-        let name = entry.map_err(read_err(&dir))?.file_name();
-        let bytes = name.as_bytes();
-        if !bytes.starts_with(b".") && bytes.ends_with(b".toml") {
-            names.push(name);
-        }
-    }
-    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    let names = dropin_names(&dir).map_err(read_err(&dir))?;
     let dir_name = dir.file_name().unwrap_or_default().to_string_lossy();
     let mut layers = Vec::with_capacity(names.len());
     for name in names {
@@ -167,6 +159,35 @@ fn read_dropins(path: &Path, owner: u32) -> Result<Vec<Layer>, PolicyFileError> 
         });
     }
     Ok(layers)
+}
+
+/// The drop-in names in `dir`, in the order they merge (byte order).
+fn dropin_names(dir: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        let bytes = name.as_bytes();
+        if !bytes.starts_with(b".") && bytes.ends_with(b".toml") {
+            names.push(name);
+        }
+    }
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    Ok(names)
+}
+
+/// The policy file at `path` and its drop-ins (`<stem>.d/<name>`), as
+/// [`load`] merges them, for the container's notice.
+pub fn files(path: &Path) -> Vec<String> {
+    let dir = dropin_dir(path);
+    let dir_name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let dropins = dropin_names(&dir).unwrap_or_default();
+    std::iter::once(path.display().to_string())
+        .chain(
+            dropins
+                .iter()
+                .map(|name| format!("{dir_name}/{}", name.to_string_lossy())),
+        )
+        .collect()
 }
 
 /// Owned by `owner` and unwritable by group and others: nobody else can

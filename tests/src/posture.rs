@@ -11,6 +11,7 @@ use crate::docker::{docker, docker_with, Container, IMAGE};
 use crate::env::{env, under};
 use crate::harness::Output;
 use crate::policy::TestPolicy;
+use vibe_policy::config::NOTICE_PATH;
 
 /// `docker run --name <c> --runtime <runtime> <flags> IMAGE sh -c <posture>`.
 pub fn run_posture(
@@ -541,13 +542,24 @@ pub fn assert_confined(p: &Posture, policy: &TestPolicy) {
                 && m.root.ends_with(m.point.rsplit('/').next().unwrap_or("?"))
                 && !p.hostname.is_empty()
                 && m.root.split('/').any(|part| part.starts_with(&p.hostname));
+            // vibe-shim's own notice, read-only, from its root-only state
+            // directory: /run/vibe-shim/containers/<runc root>/<id>/notice
+            // (ctr's hostname is no prefix of the id, so the id is not
+            // matched).
+            let notice = m.point == NOTICE_PATH
+                && m.has("ro")
+                && root
+                    .strip_prefix("/run/vibe-shim/containers/")
+                    .is_some_and(|rest| {
+                        matches!(rest.split('/').collect::<Vec<_>>()[..], [_, _, "notice"])
+                    });
             match allowed_bind {
                 Some((src, rw)) => {
                     if !rw && !m.has("ro") {
                         bad.push(format!("{} from ro root {src} is writable", m.point));
                     }
                 }
-                None if engine_file => {}
+                None if engine_file || notice => {}
                 None => bad.push(format!(
                     "host filesystem leaked in: {} from {}:{} ({})",
                     m.point, m.source, m.root, m.majmin

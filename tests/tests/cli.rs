@@ -33,6 +33,7 @@ fn the_top_level_help_is_vibe_shims_own() {
             "egress",
             "authz",
             "doctor",
+            "explain",
             "hook",
         ] {
             assert!(
@@ -73,6 +74,7 @@ fn every_own_verb_has_help_and_usage_codes() {
         "egress",
         "authz",
         "doctor",
+        "explain",
         "hook",
     ] {
         let o = shim(&[verb, "--help"]);
@@ -86,6 +88,25 @@ fn every_own_verb_has_help_and_usage_codes() {
         assert_ne!(o.status.code(), Some(0), "{verb} --bogus-option");
         assert!(!o.stderr.is_empty(), "{verb}: usage error on stderr");
     }
+}
+
+/// `explain` of an id vibe-shim holds no state for: one line naming
+/// vibe-shim and the id, exit 1; a malformed id is refused the same way.
+#[test]
+fn explain_of_an_unknown_container_is_one_line_and_exit_1() {
+    for id in [
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "../etc",
+    ] {
+        let o = shim(&["explain", id]);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{id}: {err}");
+        assert!(err.starts_with("vibe-shim: explain: "), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(o.stdout.is_empty());
+    }
+    let o = shim(&["explain"]);
+    assert_eq!(o.status.code(), Some(2));
 }
 
 fn policy_file(text: &str) -> tempfile::NamedTempFile {

@@ -340,6 +340,11 @@ pub struct CredentialSection {
 /// hosts with): bound read-only from vibe-shim's state directory.
 pub const TRUST_BUNDLE_PATH: &str = "/etc/vibe-shim/ca-bundle.pem";
 
+/// Where every container reads vibe-shim's notice of what it changed
+/// (the file create wrote in the container's state directory, bound
+/// read-only): next to [`TRUST_BUNDLE_PATH`].
+pub const NOTICE_PATH: &str = "/etc/vibe-shim/notice";
+
 /// The variables forced to [`TRUST_BUNDLE_PATH`] (OpenSSL and Go, Python's
 /// requests, curl, git, Node.js).
 pub const TRUST_BUNDLE_ENV: [&str; 5] = [

@@ -52,6 +52,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::tmpfs::apply,
     rules::home::apply_mount,
     rules::credentials::apply,
+    rules::notice::apply,
     rules::propagation::apply,
     rules::masked_paths::apply,
     rules::devices::apply,
@@ -109,7 +110,8 @@ pub fn enforce_process(
 /// Rewrites an exec's process (from `--process FILE`, or built the way
 /// runc's `getProcess` builds it) against the container's judged spec:
 /// the process rules, then [`rules::credentials::keep_container`] (the
-/// container's placeholders and trust bundle variables), [`rules::lsm`],
+/// container's placeholders and trust bundle variables),
+/// [`rules::home::keep_container`] (the container's HOME), [`rules::lsm`],
 /// which keeps the container's AppArmor profile and SELinux label, and [`rules::host_ids`] against the
 /// container's writable binds.
 pub fn enforce_exec(
@@ -125,6 +127,7 @@ pub fn enforce_exec(
     let cx = RuleContext::standalone(policy, host);
     let container_process = container.get("process").unwrap_or(&Value::Null);
     rules::credentials::keep_container(&mut rewrite.document, container_process, policy, &mut rec);
+    rules::home::keep_container(&mut rewrite.document, container_process, policy, &mut rec);
     let checked =
         rules::lsm::keep_container(&mut rewrite.document, container_process, "", &mut rec)
             .and_then(|()| rules::host_ids::check_exec(&rewrite.document, container, &cx));

@@ -1,6 +1,7 @@
 //! What a rule sees and what marks vibe-shim's own hooks: the floor the
 //! rules stand on, below the chains that run them.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -44,6 +45,14 @@ pub struct CreateContext {
     /// The host path of the container's trust bundle file (bound read-only
     /// at [`crate::config::TRUST_BUNDLE_PATH`]); used only with credentials.
     pub trust_bundle: Option<PathBuf>,
+    /// The image's home directories by uid, from `/etc/passwd` in the
+    /// container's rootfs (read by the shim inside the rootfs only, see
+    /// [`crate::lang::passwd`]); empty when it could not be read. The home
+    /// rule looks up the process's final uid here.
+    pub image_homes: BTreeMap<u32, String>,
+    /// The host path of the container's notice file (bound read-only at
+    /// [`crate::config::NOTICE_PATH`]); `None` in tests and `policy explain`.
+    pub notice: Option<PathBuf>,
 }
 
 /// Everything a rule may look at.

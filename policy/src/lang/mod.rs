@@ -9,11 +9,13 @@
 //! - [`pattern`]: the `[[hooks.allow]]` argument and env patterns.
 //! - [`hosts`]: the host-name grammar of `[network] hosts`.
 //! - [`text`]: text made fit for a one-line message.
+//! - [`passwd`]: an image's `/etc/passwd`, read for the home directories.
 
 pub mod container_id;
 pub mod gojson;
 pub(crate) mod hosts;
 pub mod json;
+pub mod passwd;
 pub(crate) mod pattern;
 pub mod rfc3339;
 pub(crate) mod text;

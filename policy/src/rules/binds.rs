@@ -23,11 +23,11 @@ use crate::decision::{Denial, Record};
 use crate::engine::context::{CreateContext, RuleContext};
 use crate::host::HostView;
 use crate::lang::json::{as_object, set, str_field};
-use crate::rules::credentials::is_trust_bundle_mount;
 use crate::rules::host_ids;
 use crate::rules::kernel_mounts::{
     add_option, destination, edit_options, is_bind, mounts_mut, remove_option,
 };
+use crate::rules::notice::is_own_file_mount;
 use crate::rules::volumes::{self, Volume};
 
 const RULE: &str = "binds";
@@ -106,7 +106,7 @@ fn judge_binds(
         return Ok(writable);
     };
     for (index, mount) in mounts.iter_mut().enumerate() {
-        if !is_bind(mount) || is_trust_bundle_mount(mount, cx.create) {
+        if !is_bind(mount) || is_own_file_mount(mount, cx.create) {
             continue;
         }
         let (canonical, verdict) = judge.judge(mount, index)?;
@@ -179,7 +179,7 @@ pub fn pins(
     let mut pins = Vec::new();
     for (index, mount) in mounts.into_iter().flatten().enumerate() {
         // vibe-shim's own file in its root-only state directory: nothing to pin.
-        if !is_bind(mount) || is_trust_bundle_mount(mount, Some(create)) {
+        if !is_bind(mount) || is_own_file_mount(mount, Some(create)) {
             continue;
         }
         let (canonical, verdict) = judge.judge(mount, index)?;

@@ -99,7 +99,10 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
         .enumerate()
     {
         let dest = destination(mount);
-        if clean_path_within(&dest, TRUST_BUNDLE_DIR) {
+        // The notice there is vibe-shim's own (an engine's spec fed back).
+        if clean_path_within(&dest, TRUST_BUNDLE_DIR)
+            && !crate::rules::notice::is_notice_mount(mount, create)
+        {
             return Err(Denial::new(
                 RULE,
                 format!("/mounts/{index}/destination"),

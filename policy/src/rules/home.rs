@@ -2,19 +2,31 @@
 //! a writable HOME, so it gets a private tmpfs owned by the process user,
 //! mode 0700, of `resources.tmpfs_max` bytes.
 //!
-//! The HOME directory is the process's `HOME` if that is an absolute path
-//! other than `/` and outside `/proc`, `/sys` and `/dev`; otherwise `/root`
-//! for uid 0 and `/home/user` for any other uid (Docker 20.10 sets no HOME in
-//! the spec, and the image's passwd file is not something a pure policy can
-//! read).
+//! The HOME directory, the first usable of (usable: an absolute path other
+//! than `/`, outside `/proc`, `/sys` and `/dev`, no control characters):
+//!
+//! 1. the image's `/etc/passwd` home for the process's *final* uid (after
+//!    the user rule forced `[process] user`), which the shim read inside the
+//!    rootfs ([`CreateContext::image_homes`]). It wins over the spec's HOME:
+//!    the engines compute that one for the client's user (Docker 28 writes
+//!    `HOME=/root` for an image whose user is root), not for the forced one;
+//! 2. the process's `HOME` (Docker 20.10 sets none in the spec);
+//! 3. `/root` for uid 0, `/home/user` for any other uid.
+//!
+//! A bind the binds rule kept at that directory is the HOME itself (a
+//! persistent per-agent home from an allowed directory): no tmpfs covers it.
+//! An exec of the container's uid gets the container's HOME
+//! ([`keep_container`]), where the tmpfs is.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::config::{HomeMode, Policy};
-use crate::decision::{Denial, Record};
-use crate::engine::context::RuleContext;
+use crate::decision::{Change, Denial, Record};
+use crate::engine::context::{CreateContext, RuleContext};
 #[cfg(test)] // the tests read lists with it
 use crate::lang::json::strings;
 use crate::lang::json::{
@@ -28,6 +40,18 @@ const RULE: &str = "home";
 /// Kernel filesystems a HOME tmpfs must never cover.
 const KERNEL_DIRS: &[&str] = &["/proc", "/sys", "/dev"];
 
+/// Where a process's HOME directory came from (the notice says why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HomeSource {
+    /// The image's `/etc/passwd` entry for the process's final uid.
+    Passwd,
+    /// The HOME in the client's spec.
+    Client,
+    /// Neither was usable: `/root` for uid 0, `/home/user` otherwise.
+    Default,
+}
+
 fn user_id(process: &Value, key: &str) -> u64 {
     process
         .get("user")
@@ -36,22 +60,72 @@ fn user_id(process: &Value, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The HOME directory this process gets (see the module docs).
-pub(crate) fn home_dir(process: &Value) -> String {
-    let requested = str_items(process.get("env")).find_map(|e| e.strip_prefix("HOME="));
-    if let Some(home) = requested.filter(|h| h.starts_with('/')) {
-        let home = clean_path(home);
-        let in_kernel_dir = KERNEL_DIRS
-            .iter()
-            .any(|k| Path::new(home.as_ref()).starts_with(k));
-        if home != "/" && !in_kernel_dir {
-            return home.into_owned();
-        }
+/// `home` cleaned, when a HOME tmpfs may be mounted there.
+fn usable(home: &str) -> Option<String> {
+    if !home.starts_with('/') || home.chars().any(char::is_control) {
+        return None;
     }
-    if user_id(process, "uid") == 0 {
-        "/root".to_string()
-    } else {
-        "/home/user".to_string()
+    let home = clean_path(home);
+    let in_kernel_dir = KERNEL_DIRS
+        .iter()
+        .any(|k| Path::new(home.as_ref()).starts_with(k));
+    (home != "/" && !in_kernel_dir).then(|| home.into_owned())
+}
+
+fn env_home(process: &Value) -> Option<&str> {
+    str_items(process.get("env")).find_map(|e| e.strip_prefix("HOME="))
+}
+
+/// The HOME directory this process gets and why (see the module docs);
+/// `image_homes` is `None` where no rootfs was read (an exec).
+pub fn choose(
+    process: &Value,
+    image_homes: Option<&BTreeMap<u32, String>>,
+) -> (String, HomeSource) {
+    let uid = user_id(process, "uid");
+    let from_image = u32::try_from(uid)
+        .ok()
+        .and_then(|uid| image_homes?.get(&uid))
+        .and_then(|home| usable(home));
+    if let Some(home) = from_image {
+        return (home, HomeSource::Passwd);
+    }
+    if let Some(home) = env_home(process).and_then(usable) {
+        return (home, HomeSource::Client);
+    }
+    let fallback = if uid == 0 { "/root" } else { "/home/user" };
+    (fallback.to_string(), HomeSource::Default)
+}
+
+/// The HOME directory of a process the rule has judged (its `HOME` is set).
+pub(crate) fn home_dir(process: &Value) -> String {
+    choose(process, None).0
+}
+
+/// The judged process's HOME and why it is that one, from the create's
+/// passwd homes and the changes recorded: a HOME the rule had to write
+/// was not the client's.
+pub fn explain(
+    judged_process: &Value,
+    create: &CreateContext,
+    changes: &[Change],
+) -> (String, HomeSource) {
+    let (home, source) = choose(judged_process, Some(&create.image_homes));
+    if source != HomeSource::Client {
+        return (home, source);
+    }
+    let entry = format!("HOME={home}");
+    let rewritten = changes
+        .iter()
+        .find(|c| c.rule == RULE && c.field.ends_with("/env"));
+    let client_had_it = rewritten.is_none_or(|c| {
+        c.before
+            .as_array()
+            .is_some_and(|env| env.iter().any(|e| e.as_str() == Some(&entry)))
+    });
+    match client_had_it {
+        true => (home, HomeSource::Client),
+        false => (home, HomeSource::Default),
     }
 }
 
@@ -64,7 +138,33 @@ pub fn apply_process(
     if cx.policy.filesystem.home != HomeMode::Tmpfs {
         return Ok(());
     }
-    let home = format!("HOME={}", home_dir(process));
+    let (home, _) = choose(process, cx.create.map(|c| &c.image_homes));
+    set_home(process, &home, format!("{}/env", cx.process_field), rec);
+    Ok(())
+}
+
+/// An exec (after the process rules): a process of the container's uid
+/// gets the container's judged HOME, where its HOME tmpfs is mounted; the
+/// engines compute an exec's HOME for the client's user again.
+pub fn keep_container(
+    process: &mut Value,
+    container_process: &Value,
+    policy: &Policy,
+    rec: &mut Record,
+) {
+    if policy.filesystem.home != HomeMode::Tmpfs
+        || user_id(process, "uid") != user_id(container_process, "uid")
+    {
+        return;
+    }
+    if let Some(home) = env_home(container_process).and_then(usable) {
+        set_home(process, &home, "/env".to_string(), rec);
+    }
+}
+
+/// `HOME=<home>` as the one HOME entry, where the first one was.
+fn set_home(process: &mut Value, home: &str, field: String, rec: &mut Record) {
+    let home = format!("HOME={home}");
     let current = process.get("env");
     let mut env: Vec<&str> = str_items(current).collect();
     match env.iter().position(|e| e.starts_with("HOME=")) {
@@ -76,12 +176,11 @@ pub fn apply_process(
         None => env.push(&home),
     }
     if is_string_array(current, &env) {
-        return Ok(());
+        return;
     }
     let after = string_array(&env);
     let before = set(as_object(process), "env", after.clone());
-    rec.change(RULE, format!("{}/env", cx.process_field), before, after);
-    Ok(())
+    rec.change(RULE, field, before, after);
 }
 
 /// The HOME tmpfs's mode (the `tmpfs_modes` hook sets it again after runc).
@@ -268,6 +367,104 @@ mod tests {
         apply_process(&mut process, &cx(&policy, &host, ""), &mut rec).unwrap();
         assert_eq!(rec.changes[0].field, "/env");
         assert!(strings(process.get("env")).contains(&"HOME=/root".to_string()));
+    }
+
+    /// Both halves with the create's passwd homes.
+    fn run_with_homes(spec: &mut Value, homes: &[(u32, &str)]) -> Record {
+        let policy = Policy::default();
+        let host = FakeHost::new();
+        let create = CreateContext {
+            image_homes: homes.iter().map(|(u, h)| (*u, h.to_string())).collect(),
+            ..CreateContext::default()
+        };
+        let cx = RuleContext {
+            create: Some(&create),
+            ..cx(&policy, &host, "/process")
+        };
+        let mut rec = Record::default();
+        apply_process(spec.get_mut("process").unwrap(), &cx, &mut rec).unwrap();
+        apply_mount(spec, &cx, &mut rec).unwrap();
+        rec
+    }
+
+    #[test]
+    fn passwd_home_of_the_final_uid_wins_over_the_engines_home() {
+        // Docker 28: HOME computed for the client's root user.
+        let mut spec = json!({
+            "process": {"user": {"uid": 1000, "gid": 1000}, "env": ["PATH=/bin", "HOME=/root"]},
+            "mounts": [],
+        });
+        run_with_homes(&mut spec, &[(0, "/root"), (1000, "/home/agent/")]);
+        assert_eq!(
+            spec["process"]["env"],
+            json!(["PATH=/bin", "HOME=/home/agent"])
+        );
+        assert_eq!(spec["mounts"][0]["destination"], "/home/agent");
+        assert_eq!(spec["mounts"][0]["options"][3], "uid=1000");
+        // Docker 20.10: no HOME in the spec at all.
+        let mut spec =
+            json!({"process": {"user": {"uid": 1000, "gid": 1000}, "env": ["PATH=/bin"]}});
+        run_with_homes(&mut spec, &[(1000, "/home/agent")]);
+        assert_eq!(
+            spec["process"]["env"],
+            json!(["PATH=/bin", "HOME=/home/agent"])
+        );
+    }
+
+    #[test]
+    fn an_unusable_passwd_home_falls_back_to_the_client_then_the_default() {
+        for bad in [
+            "/",
+            "relative",
+            "/proc/1/root",
+            "/sys/x",
+            "/dev",
+            "/a\u{7}b",
+            "",
+        ] {
+            let mut spec = json!({"process": {"user": {"uid": 1000}, "env": ["HOME=/work"]}});
+            run_with_homes(&mut spec, &[(1000, bad)]);
+            assert_eq!(spec["process"]["env"], json!(["HOME=/work"]), "{bad:?}");
+            let mut spec = json!({"process": {"user": {"uid": 1000}, "env": []}});
+            run_with_homes(&mut spec, &[(1000, bad)]);
+            assert_eq!(
+                spec["process"]["env"],
+                json!(["HOME=/home/user"]),
+                "{bad:?}"
+            );
+        }
+        // Another uid's entry is not this process's.
+        let mut spec = json!({"process": {"user": {"uid": 1000}, "env": []}});
+        run_with_homes(&mut spec, &[(1001, "/home/other")]);
+        assert_eq!(spec["process"]["env"], json!(["HOME=/home/user"]));
+    }
+
+    #[test]
+    fn a_bind_at_the_passwd_home_is_kept_as_the_persistent_home() {
+        let mut spec = json!({
+            "process": {"user": {"uid": 1000, "gid": 1000}, "env": []},
+            "mounts": [{"destination": "/home/agent", "type": "bind",
+                        "source": "/srv/homes/a1", "options": ["bind", "rw"]}],
+        });
+        run_with_homes(&mut spec, &[(1000, "/home/agent")]);
+        assert_eq!(spec["process"]["env"], json!(["HOME=/home/agent"]));
+        let mounts = spec["mounts"].as_array().unwrap();
+        assert_eq!(mounts.len(), 1);
+        assert_eq!(mounts[0]["type"], "bind");
+    }
+
+    #[test]
+    fn an_exec_of_the_containers_uid_gets_the_containers_home() {
+        let container = json!({"user": {"uid": 1000}, "env": ["HOME=/home/agent"]});
+        let mut rec = Record::default();
+        let mut exec = json!({"user": {"uid": 1000}, "env": ["HOME=/root", "A=1"]});
+        keep_container(&mut exec, &container, &Policy::default(), &mut rec);
+        assert_eq!(exec["env"], json!(["HOME=/home/agent", "A=1"]));
+        assert_eq!(rec.changes[0].field, "/env");
+        // Another uid keeps its own.
+        let mut exec = json!({"user": {"uid": 0}, "env": ["HOME=/root"]});
+        keep_container(&mut exec, &container, &Policy::default(), &mut rec);
+        assert_eq!(exec["env"], json!(["HOME=/root"]));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod authz;
 pub mod doctor;
 pub mod egress;
+pub mod explain;
 pub mod hook;
 pub mod install;
 pub mod policy;
@@ -26,6 +27,7 @@ vibe-shim's own verbs (each has --help):
   egress                Run the egress proxy daemon (network mode \"proxy\")
   authz                 Serve the Docker authorization plugin (the API gate)
   doctor                Try every known door around vibe-shim; 0 when all are closed
+  explain CONTAINER-ID  Show what vibe-shim changed in a container (its notice)
   hook <name>           The OCI hooks vibe-shim adds to a container (runc runs them)
 
 runc's verbs (create, run, exec, update, start, checkpoint, restore, delete,
@@ -55,6 +57,7 @@ pub fn dispatch(verb: &str, config_path: &Path, args: &[OsString]) -> Option<i32
         "doctor" => doctor::run(args),
         "install" | "uninstall" => install::run(verb, config_path, args),
         "egress" => egress::run(config_path, args),
+        "explain" => explain::run(args),
         _ => return None,
     })
 }

@@ -524,6 +524,8 @@ fn explain_on(
             crate::sys::state_dir::BASE,
             crate::sys::credentials::BUNDLE_FILE
         ))),
+        image_homes: crate::sys::rootfs::image_homes(&spec),
+        notice: None,
     };
     let mut out = format!(
         "policy: {}\nbundle: {}\n",

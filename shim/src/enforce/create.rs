@@ -70,6 +70,8 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         Err(e) => return Outcome::refused(container_id, e.denial("config.json", &spec_path)),
     };
     anchor_relative_paths(&mut spec, &bundle);
+    // Read inside the rootfs only; judged by the home rule like any HOME.
+    let image_homes = crate::sys::rootfs::image_homes(&spec);
     let runc_root = state_dir::runc_root(ctx.root.as_deref());
     let hook = match network_hook(&ctx.config_path, &runc_root) {
         Ok(hook) => hook,
@@ -90,6 +92,9 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
             .ok()
             .map(|dir| dir.join(crate::sys::credentials::BUNDLE_FILE)),
     };
+    let notice = state_dir::container_dir(&runc_root, &container_id)
+        .ok()
+        .map(|dir| dir.join(state_dir::NOTICE_FILE));
     let create = CreateContext {
         container_id: container_id.clone(),
         network_hook: Some(hook),
@@ -99,7 +104,10 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         systemd_cgroup: ctx.systemd_cgroup,
         credentials,
         trust_bundle,
+        image_homes,
+        notice,
     };
+    let mut notice = None;
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
         let pid_file = judge_runtime_flags(ctx, parsed, &create.bundle)?;
         let release = release_hook(&ctx.config_path, &create.runc_root, &create.container_id)
@@ -118,6 +126,16 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
                     .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
                 crate::sys::credentials::write_state(&private, &create.credentials)
                     .map_err(|e| refusal(credentials_denial(&e)))?;
+                let facts = vibe_policy::notice::facts(
+                    &rewrite.document,
+                    &rewrite.changes,
+                    &ctx.policy,
+                    &create,
+                    &crate::policy_file::files(&ctx.config_path),
+                );
+                write_notice(&private, &facts)
+                    .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
+                notice = Some(facts);
                 // The engine's copy is informational only (runc reads the
                 // private one): engines that read config.json back see what runs.
                 write_atomically(&spec_path, &rewrite.document)
@@ -136,7 +154,20 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
     Outcome {
         container_id,
         result,
+        notice,
     }
+}
+
+/// Writes the container's notice into its state directory, readable by
+/// anyone (runc binds it read-only at [`vibe_policy::config::NOTICE_PATH`]).
+fn write_notice(dir: &Path, notice: &vibe_policy::notice::Notice) -> Result<(), CreateError> {
+    let path = dir.join(state_dir::NOTICE_FILE);
+    vibe_hooks::fsio::write_new(&path, notice.render().as_bytes(), 0o644).map_err(|source| {
+        CreateError::Write {
+            path: path.display().to_string(),
+            source,
+        }
+    })
 }
 
 /// Reads the engine's config.json once, through a descriptor that is a

@@ -65,6 +65,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &ExecArgs) -> Outcome {
     Outcome {
         container_id,
         result,
+        notice: None,
     }
 }
 

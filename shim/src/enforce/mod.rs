@@ -41,6 +41,9 @@ pub struct Outcome {
     pub container_id: String,
     /// The verb's new arguments (everything after the verb) and the changes.
     pub result: Result<(Vec<OsString>, Vec<Change>), Refusal>,
+    /// What a create changed, as the container's notice says it (for the
+    /// audit line); `None` for the other verbs and a refused create.
+    pub notice: Option<vibe_policy::notice::Notice>,
 }
 
 impl Outcome {
@@ -51,6 +54,7 @@ impl Outcome {
                 denial,
                 changes: Vec::new(),
             }),
+            notice: None,
         }
     }
 }

@@ -105,6 +105,7 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf, argv: &Enforc
         Enforced::Checkpoint(parsed) => super::checkpoint::prepare(&ctx, args, parsed),
     };
     let mut record = AuditRecord::new(&outcome.container_id, verb, &ctx.config_path);
+    record.notice = outcome.notice.as_ref();
     match &outcome.result {
         Ok((_, changes)) => record.changes = changes,
         Err(refusal) => {

@@ -76,6 +76,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &StartArgs) -> Outcome {
     Outcome {
         container_id,
         result,
+        notice: None,
     }
 }
 

@@ -20,6 +20,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &UpdateArgs) -> Outcome {
     Outcome {
         container_id,
         result,
+        notice: None,
     }
 }
 

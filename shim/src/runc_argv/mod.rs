@@ -138,6 +138,7 @@ pub const VERBS: &[(&str, Treatment)] = &[
     ("install", Treatment::Own),
     ("uninstall", Treatment::Own),
     ("egress", Treatment::Own),
+    ("explain", Treatment::Own),
 ];
 
 /// What vibe-shim does with `verb`; `None` for a verb it does not know.

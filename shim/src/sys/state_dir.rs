@@ -3,6 +3,8 @@
 //! ```text
 //! /run/vibe-shim/containers/<runc root, escaped>/<container id>/
 //!     config.json   the judged spec: this directory is the bundle runc gets
+//!     notice        what create changed, bound read-only into the container
+//!                   (`vibe-shim explain` prints it)
 //!     ...           other per-container state (staged bind sources, ...)
 //! ```
 //!
@@ -18,6 +20,8 @@ use std::path::{Path, PathBuf};
 
 /// Where every per-container directory lives.
 pub const BASE: &str = "/run/vibe-shim/containers";
+/// The container's notice file ([`vibe_policy::notice`]).
+pub const NOTICE_FILE: &str = "notice";
 /// runc's state directory when `--root` is not given (as root).
 pub const DEFAULT_RUNC_ROOT: &str = "/run/runc";
 
