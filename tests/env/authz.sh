@@ -148,7 +148,7 @@ up() {
             shared="/tmp /var/tmp/vibe-test $AUDIT_DIR /run/vibe-shim /run/docker/plugins $AUTHZ_STATE $REPO"
             shim_dir=$(dirname "$(readlink -f "$SHIM_BIN")")
             case $shim_dir/ in "$REPO"/*) ;; *) shared="$shared $shim_dir" ;; esac
-            mkdir -p /run/vibe-shim "$AUDIT_DIR"
+            mkdir -p -m 0700 /run/vibe-shim && mkdir -p "$AUDIT_DIR"
             VIBE_TEST_SID_STATE=$AUTHZ_STATE SID_TREE=$SID_TREE_DIR SID_SHARED=$shared \
                 setsid unshare -m --propagation private -- \
                 bash "$REPO/tests/env/sid-up.sh" --inside \

@@ -115,13 +115,14 @@ runtimes_json() {
 # profile names), the shipped config.d/10-worktrees.toml with its source
 # pointed at <dir>/worktrees, and one drop-in with only what the harness
 # must add: the test host's names, this stack's egress socket (the suite
-# starts that daemon), the test audit log, and on the sid stack its
+# starts that daemon), the test audit log, the test dockerd's volume
+# directory (its data-root is not /var/lib/docker), and on the sid stack its
 # dockerd's cgroup parent. One directory per stack ($1: its state dir),
 # under /var/tmp/vibe-test, which the sid tree shares. Sets AGENT_DIR and
 # AGENT_CONFIG.
 AGENT_HOSTS='"pypi.agent.vibe-test", "npm.agent.vibe-test"'
 assemble_agent_policy() {
-    local state=$1 cgroup_parent=${2:-} wt
+    local state=$1 cgroup_parent=${2:-} volume_dir=${3:-} wt
     AGENT_DIR=/var/tmp/vibe-test/agent/$(printf '%s' "$state" | tr / _)
     AGENT_CONFIG=$AGENT_DIR/config.toml
     install -d -m 0755 -o root -g root /var/tmp/vibe-test/agent "$AGENT_DIR" \
@@ -142,6 +143,10 @@ assemble_agent_policy() {
         echo 'egress_socket = "egress/egress.sock"'
         echo "[audit]"
         echo "path = \"$AUDIT_DIR/audit.jsonl\""
+        if [ -n "$volume_dir" ]; then
+            echo "[filesystem]"
+            echo "volume_dirs = [\"$volume_dir\"]"
+        fi
         if [ -n "$cgroup_parent" ]; then
             echo "[resources]"
             echo "cgroup_parents = [\"$cgroup_parent\"]"

@@ -138,7 +138,7 @@ else
 fi
 
 # ---- 2. bridge, daemon.json ------------------------------------------------------
-mkdir -p "$SID_EXEC_ROOT" "$WORKTREES" "$AUDIT_DIR" /run/vibe-shim
+mkdir -p "$SID_EXEC_ROOT" "$WORKTREES" "$AUDIT_DIR" && mkdir -p -m 0700 /run/vibe-shim
 if ! ip link show "$SID_BRIDGE" >/dev/null 2>&1; then
     log "creating bridge $SID_BRIDGE ($SID_BRIDGE_CIDR)"
     ip link add "$SID_BRIDGE" type bridge

@@ -35,7 +35,7 @@ ip link set "$BRIDGE" up
 # The agent suite's policy: the shipped one plus the worktree drop-in
 # (not for a policy dir of its own, such as quickstart's).
 AGENT_CONFIG= AGENT_DIR=
-[ -n "${VIBE_TEST_POLICY_DIR:-}" ] || assemble_agent_policy "$STATE"
+[ -n "${VIBE_TEST_POLICY_DIR:-}" ] || assemble_agent_policy "$STATE" "" "$DATA_ROOT/volumes"
 
 # daemon.json: one runtime per policy file; written only when it changes
 # so a re-run can tell whether to reload.

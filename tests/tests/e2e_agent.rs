@@ -315,13 +315,16 @@ fn the_policy_is_the_shipped_one_plus_the_worktree_dropin() {
     assert_ne!(want, shipped, "the shipped drop-in names no /srv/worktrees");
     assert_eq!(read(&dir.join("config.d/10-worktrees.toml")), want);
     // The harness's own: test host names, the egress socket, the audit log,
-    // the sid dockerd's cgroup parent; nothing else.
+    // the test dockerd's volume directory, the sid dockerd's cgroup parent;
+    // nothing else.
     let allowed = [
         "[network]",
         "hosts = ",
         "egress_socket = ",
         "[audit]",
         "path = ",
+        "[filesystem]",
+        "volume_dirs = ",
         "[resources]",
         "cgroup_parents = ",
     ];
@@ -553,28 +556,56 @@ fn make_j32_of_a_c_project_in_the_worktree() {
 }
 
 /// The documented outcome: a named volume the engine makes for the
-/// container works (issue "an agent can do its work inside the wall").
+/// container works, and keeps its data across the container's restarts
+/// (`filesystem.volumes = "private"` in the shipped policy); another
+/// container naming it is refused with a message that says volume.
 #[test]
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
-fn a_named_volume_keeps_its_data_across_containers() {
+fn a_named_volume_keeps_its_data_and_stays_the_containers_own() {
     let _serial = serial();
     let _world = World::new();
     let vol = Volume {
         name: unique_name("agentvol"),
     };
     let bind = format!("{}:/data", vol.name);
-    let first = Container::new("agent-vol-write");
-    let out = run_with(
-        &first,
-        &["-v", &bind],
-        &format!("set -e; {WHO} echo kept-by-the-volume >/data/note; cat /data/note"),
+    let first = Container::new("agent-vol");
+    let rt = runtime();
+    let script = format!(
+        "set -e; {WHO} test -f /data/note || echo kept-by-the-volume >/data/note; echo note=$(cat /data/note)"
     );
+    let args = [
+        "run",
+        "--name",
+        &first.name,
+        "--runtime",
+        &rt,
+        "-v",
+        &bind,
+        IMAGE,
+        "bash",
+        "-c",
+        &script,
+    ];
+    let out = docker::docker_with(&args, None, WORK);
     assert!(out.success(), "writing the named volume failed: {out}");
     assert_agent_user(&out);
-    let second = Container::new("agent-vol-read");
-    let out = run_with(&second, &["-v", &bind], "echo note=$(cat /data/note)");
-    assert!(out.success(), "reading the named volume failed: {out}");
     assert_eq!(value_of(&out, "note"), Some("kept-by-the-volume"), "{out}");
+    // The same container again (docker start re-creates it under runc).
+    let again = docker::docker_with(&["start", "-a", &first.name], None, WORK);
+    assert!(again.success(), "restarting the container failed: {again}");
+    assert_eq!(
+        value_of(&again, "note"),
+        Some("kept-by-the-volume"),
+        "{again}"
+    );
+    let second = Container::new("agent-vol-other");
+    let out = run_with(&second, &["-v", &bind], "cat /data/note");
+    docker::assert_refused_by_shim(&out);
+    assert!(
+        out.stderr.contains("volume") && out.stderr.contains(&vol.name),
+        "the refusal does not name the volume: {out}"
+    );
+    assert!(!out.stdout.contains("kept-by-the-volume"), "{out}");
 }
 
 /// A free port on the host's loopback.

@@ -185,7 +185,7 @@ mod tests {
 
     fn secret_file(dir: &Path, mode: u32) -> PathBuf {
         let path = dir.join("secret");
-        std::fs::write(&path, "sk-test-0123456789abcdefghij\n").unwrap();
+        std::fs::write(&path, "sk-proj-0123456789abcdefghij\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
         path
     }
@@ -200,7 +200,7 @@ mod tests {
         let found = bindings(&policy_with(&path, false)).unwrap();
         assert_eq!(found.len(), 1);
         let p = &found[0].placeholder;
-        assert!(p.starts_with("sk-test-") && p.len() == "sk-test-0123456789abcdefghij".len());
+        assert!(p.starts_with("sk-proj-") && p.len() == "sk-proj-0123456789abcdefghij".len());
         assert!(!p.contains("0123456789abcdefghij"));
         assert_eq!(found[0].hosts, ["api.example.com"]);
         // Two creates, two placeholders.
