@@ -787,12 +787,9 @@ mod tests {
         "icmpv6 type nd-neighbor-advert accept",
     ];
 
-    #[test]
-    fn none_mode_golden() {
-        let net = section(NetworkMode::None, &[], false);
-        let text = ruleset(&container_table(&net, &Facts::default()));
-        let tag = policy_tag(&net);
-        let expected = format!(
+    /// The wall of modes none and proxy: loopback only, tagged `tag`.
+    fn loopback_wall(tag: &str) -> String {
+        format!(
             "add table inet vibe_shim\n\
 flush table inet vibe_shim\n\
 table inet vibe_shim {{\n\
@@ -810,7 +807,15 @@ table inet vibe_shim {{\n\
 \t\ttype filter hook forward priority filter; policy drop;\n\
 \t}}\n\
 }}\n"
-        );
+        )
+    }
+
+    #[test]
+    fn none_mode_golden() {
+        let net = section(NetworkMode::None, &[], false);
+        let text = ruleset(&container_table(&net, &Facts::default()));
+        let tag = policy_tag(&net);
+        let expected = loopback_wall(&tag);
         assert_eq!(text, expected);
     }
 
@@ -821,25 +826,7 @@ table inet vibe_shim {{\n\
         let mut net = section(NetworkMode::Proxy, &[], false);
         net.hosts = vec!["api.example.com".into(), "*.github.com:8443".into()];
         let tag = policy_tag(&net);
-        let expected = format!(
-            "add table inet vibe_shim\n\
-flush table inet vibe_shim\n\
-table inet vibe_shim {{\n\
-\tchain output {{\n\
-\t\ttype filter hook output priority filter; policy drop;\n\
-\t\tip daddr 127.0.0.11 drop\n\
-\t\tmeta oiftype loopback accept comment \"{tag}\"\n\
-\t\treject with icmpx admin-prohibited\n\
-\t}}\n\
-\tchain input {{\n\
-\t\ttype filter hook input priority filter; policy drop;\n\
-\t\tmeta iiftype loopback accept comment \"{tag}\"\n\
-\t}}\n\
-\tchain forward {{\n\
-\t\ttype filter hook forward priority filter; policy drop;\n\
-\t}}\n\
-}}\n"
-        );
+        let expected = loopback_wall(&tag);
         assert_eq!(ruleset(&container_table(&net, &Facts::default())), expected);
         // `transparent` outside mode proxy changes nothing (and is refused
         // at load time anyway).

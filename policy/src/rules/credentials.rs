@@ -168,22 +168,35 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
         edit_env(process, policy, added, field, rec);
     }
     if let Some(source) = bundle {
-        let mount = serde_json::json!({
-            "destination": TRUST_BUNDLE_PATH,
-            "type": "bind",
-            "source": source,
-            "options": BUNDLE_OPTIONS,
-        });
-        let mounts = crate::lang::json::array_at(spec, "mounts");
-        rec.change(
-            RULE,
-            format!("/mounts/{}", mounts.len()),
-            Value::Null,
-            mount.clone(),
-        );
-        mounts.push(mount);
+        push_own_file_mount(spec, RULE, TRUST_BUNDLE_PATH, source, rec);
     }
     Ok(())
+}
+
+/// Appends the read-only bind of one of vibe-shim's own files of this
+/// container (`source`, in its root-only state directory) at
+/// `destination`, recorded under `rule`.
+pub(crate) fn push_own_file_mount(
+    spec: &mut Value,
+    rule: &'static str,
+    destination: &str,
+    source: &str,
+    rec: &mut Record,
+) {
+    let mount = serde_json::json!({
+        "destination": destination,
+        "type": "bind",
+        "source": source,
+        "options": BUNDLE_OPTIONS,
+    });
+    let mounts = crate::lang::json::array_at(spec, "mounts");
+    rec.change(
+        rule,
+        format!("/mounts/{}", mounts.len()),
+        Value::Null,
+        mount.clone(),
+    );
+    mounts.push(mount);
 }
 
 /// Drops `process.env`'s managed entries and appends `added`, recording

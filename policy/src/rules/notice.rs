@@ -15,7 +15,9 @@ use crate::config::NOTICE_PATH;
 use crate::decision::{Denial, Record};
 use crate::engine::context::{CreateContext, RuleContext};
 use crate::lang::json::{clean_path_within, str_field};
-use crate::rules::credentials::{is_trust_bundle_mount, BUNDLE_OPTIONS};
+#[cfg(test)]
+use crate::rules::credentials::BUNDLE_OPTIONS;
+use crate::rules::credentials::{is_trust_bundle_mount, push_own_file_mount};
 use crate::rules::kernel_mounts::{destination, is_bind, mounts_mut};
 
 const RULE: &str = "notice";
@@ -80,20 +82,7 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
             !at_notice
         });
     }
-    let mount = serde_json::json!({
-        "destination": NOTICE_PATH,
-        "type": "bind",
-        "source": source,
-        "options": BUNDLE_OPTIONS,
-    });
-    let mounts = crate::lang::json::array_at(spec, "mounts");
-    rec.change(
-        RULE,
-        format!("/mounts/{}", mounts.len()),
-        Value::Null,
-        mount.clone(),
-    );
-    mounts.push(mount);
+    push_own_file_mount(spec, RULE, NOTICE_PATH, source, rec);
     Ok(())
 }
 
