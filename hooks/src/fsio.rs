@@ -216,67 +216,133 @@ impl PrivateFileError {
 /// `path` (absolute, clean) opened for reading by a walk of descriptors
 /// from `/`, each directory judged as [`read_private`] says.
 fn open_below_root_dirs(path: &Path) -> Result<File, PrivateFileError> {
-    use std::os::fd::OwnedFd;
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::{fstat, Mode, SFlag};
+    use std::collections::VecDeque;
+    use std::ffi::{OsStr, OsString};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::path::Component;
+    /// Symlinks followed at most (the kernel's own limit).
+    const MAX_LINKS: usize = 40;
     let open = |source: io::Error| PrivateFileError::Open {
         path: path.to_path_buf(),
         source,
     };
-    let not_clean = || PrivateFileError::NotClean {
+    let errno = |e: nix::errno::Errno| open(io::Error::from(e));
+    let unsafe_dir = |dir: PathBuf, reason| PrivateFileError::UnsafeDir {
         path: path.to_path_buf(),
+        dir,
+        reason,
     };
-    let mut names = Vec::new();
-    for (i, c) in path.components().enumerate() {
-        match c {
-            Component::RootDir if i == 0 => {}
-            Component::Normal(n) => names.push(n),
-            _ => return Err(not_clean()),
-        }
-    }
-    let Some(file_name) = names.pop() else {
-        return Err(not_clean());
-    };
-    use nix::fcntl::OFlag;
-    use std::os::fd::{AsRawFd, FromRawFd};
-    let openat = |dir: Option<&OwnedFd>, name: &std::ffi::OsStr, flags: OFlag| {
-        let dirfd = dir.map_or(nix::libc::AT_FDCWD, AsRawFd::as_raw_fd);
+    let openat = |dir: &OwnedFd, name: &OsStr, flags: OFlag| {
         let fd = nix::fcntl::openat(
-            Some(dirfd),
+            Some(dir.as_raw_fd()),
             name,
             flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
+            Mode::empty(),
         )
-        .map_err(|e| open(io::Error::from(e)))?;
+        .map_err(errno)?;
         // SAFETY: openat just returned this fd, and nothing else owns it.
         Ok::<OwnedFd, PrivateFileError>(unsafe { OwnedFd::from_raw_fd(fd) })
     };
-    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
-    let mut dir = openat(None, std::ffi::OsStr::new("/"), dir_flags)?;
-    let mut at = PathBuf::from("/");
-    for i in 0..=names.len() {
-        if i > 0 {
-            at.push(names[i - 1]);
-            dir = openat(Some(&dir), names[i - 1], dir_flags)?;
+    // Root's, and writable by nobody else (a sticky ancestor passes unless
+    // `strict`: the directory that holds the file itself).
+    let judge = |fd: &OwnedFd, at: &Path, strict: bool| {
+        let st = fstat(fd.as_raw_fd()).map_err(errno)?;
+        if st.st_uid != 0 {
+            return Err(unsafe_dir(at.to_path_buf(), "is not root's"));
         }
-        let meta = nix::sys::stat::fstat(dir.as_raw_fd()).map_err(|e| open(io::Error::from(e)))?;
-        let last = i == names.len();
-        let reason = if meta.st_uid != 0 {
-            Some("is not root's")
-        } else if meta.st_mode & 0o022 != 0 && (last || meta.st_mode & 0o1000 == 0) {
-            Some("is writable by group or others")
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            return Err(PrivateFileError::UnsafeDir {
-                path: path.to_path_buf(),
-                dir: at,
-                reason,
-            });
+        if st.st_mode & 0o022 != 0 && (strict || st.st_mode & 0o1000 == 0) {
+            return Err(unsafe_dir(
+                at.to_path_buf(),
+                "is writable by group or others",
+            ));
         }
+        Ok(())
+    };
+    let root = || -> Result<(OwnedFd, PathBuf), PrivateFileError> {
+        let fd = nix::fcntl::open(
+            "/",
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno)?;
+        // SAFETY: open just returned this fd, and nothing else owns it.
+        Ok((unsafe { OwnedFd::from_raw_fd(fd) }, PathBuf::from("/")))
+    };
+    if !path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(PrivateFileError::NotClean {
+            path: path.to_path_buf(),
+        });
     }
-    let fd = openat(Some(&dir), file_name, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
-    Ok(File::from(fd))
+    let names = |p: &Path| -> VecDeque<OsString> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some(OsString::from("..")),
+                _ => None,
+            })
+            .collect()
+    };
+    // Each directory entered is judged; a symlink on the way is followed
+    // only when it is root's (and so is the directory holding it), and its
+    // target's directories are judged the same way.
+    let mut queue = names(path);
+    let mut stack = vec![root()?];
+    judge(&stack[0].0, &stack[0].1, false)?;
+    let mut links = 0;
+    while let Some(name) = queue.pop_front() {
+        if name == ".." {
+            if stack.len() > 1 {
+                stack.pop();
+            }
+            continue;
+        }
+        let (dir, at) = stack
+            .last()
+            .ok_or_else(|| open(io::Error::other("no directory")))?;
+        let here = at.join(&name);
+        let entry = openat(dir, &name, OFlag::O_PATH)?;
+        let st = fstat(entry.as_raw_fd()).map_err(errno)?;
+        let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+        if kind == SFlag::S_IFLNK {
+            if st.st_uid != 0 {
+                return Err(unsafe_dir(here, "is a symlink that is not root's"));
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(open(io::Error::from_raw_os_error(nix::libc::ELOOP)));
+            }
+            let target =
+                nix::fcntl::readlinkat(Some(dir.as_raw_fd()), name.as_os_str()).map_err(errno)?;
+            let target = PathBuf::from(target);
+            if target.is_absolute() {
+                stack.truncate(0);
+                stack.push(root()?);
+            }
+            let mut rest = names(&target);
+            rest.extend(queue);
+            queue = rest;
+            continue;
+        }
+        if queue.is_empty() {
+            // The file itself: its directory may not be writable by anyone
+            // else at all, sticky or not.
+            judge(dir, at, true)?;
+            let fd = openat(dir, &name, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
+            return Ok(File::from(fd));
+        }
+        if kind != SFlag::S_IFDIR {
+            return Err(open(io::Error::from_raw_os_error(nix::libc::ENOTDIR)));
+        }
+        drop(entry);
+        let fd = openat(dir, &name, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        judge(&fd, &here, false)?;
+        stack.push((fd, here));
+    }
+    Err(PrivateFileError::NotClean {
+        path: path.to_path_buf(),
+    })
 }
 
 pub fn read_private(path: &Path, max: u64) -> Result<Vec<u8>, PrivateFileError> {

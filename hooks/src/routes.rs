@@ -199,6 +199,9 @@ pub async fn confine_routes(
     Ok(())
 }
 
+/// The metric of transparent egress's `local default dev lo`.
+pub const LOCAL_DEFAULT_METRIC: u32 = u32::MAX;
+
 /// Transparent egress: `local default dev lo` (IPv4, main table), so every
 /// destination off the container's own link is delivered to its own
 /// loopback. A query to whatever nameserver its resolv.conf names then
@@ -206,6 +209,10 @@ pub async fn confine_routes(
 /// reaches the transparent listener; an IP literal reaches nothing but the
 /// container itself (refused at once). A route on loopback only: nothing is
 /// routed off it. Replaces itself, so it can run at create and at start.
+/// Its metric is the highest there is: an engine that sets the container's
+/// gateway only after create (Docker 28) adds its `default via` beside it
+/// (same destination, metric 0: no EEXIST), and the start check removes
+/// that one, as in every loopback-only mode, before the process runs.
 pub async fn local_default_on_lo(handle: &Handle) -> Result<(), RouteError> {
     // The loopback device is ifindex 1 in every namespace.
     const LO: u32 = 1;
@@ -214,6 +221,7 @@ pub async fn local_default_on_lo(handle: &Handle) -> Result<(), RouteError> {
         .add()
         .v4()
         .destination_prefix(std::net::Ipv4Addr::UNSPECIFIED, 0)
+        .priority(LOCAL_DEFAULT_METRIC)
         .kind(RouteType::Local)
         .scope(netlink_packet_route::route::RouteScope::Host)
         .output_interface(LO)

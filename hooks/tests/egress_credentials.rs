@@ -840,7 +840,7 @@ async fn a_head_a_byte_per_record_is_refused() {
 /// would let that user swap the directory for a symlink between two
 /// requests, so the daemon read and sent a root-only file of that name from
 /// anywhere else. Every directory above a secret must be root's and
-/// writable by nobody else; a symlinked directory is not followed.
+/// writable by nobody else; a symlink on the way is followed only if root's.
 #[test]
 fn a_secret_below_a_user_owned_or_symlinked_directory_is_refused() {
     use std::os::unix::fs::{chown, PermissionsExt};
@@ -865,10 +865,27 @@ fn a_secret_below_a_user_owned_or_symlinked_directory_is_refused() {
         vibe_hooks::egress::proxy::read_secret(&real.join("github")).unwrap(),
         "ghp_THE-BOUND-SECRET"
     );
+    // A symlinked directory of root's (an admin's layout) is followed, and
+    // its target judged; one a user owns is not followed at all.
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert_eq!(
+        vibe_hooks::egress::proxy::read_secret(&link.join("github")).unwrap(),
+        "ghp_THE-BOUND-SECRET"
+    );
+    std::os::unix::fs::lchown(&link, Some(1000), Some(1000)).unwrap();
     let err = vibe_hooks::egress::proxy::read_secret(&link.join("github")).unwrap_err();
-    assert!(err.contains("without following a symlink"), "{err}");
+    assert!(err.contains("is a symlink that is not root's"), "{err}");
+    // Through a symlink, the target's directories count: alice's again.
+    let to_alice = dir.path().join("to-alice");
+    std::os::unix::fs::symlink(&secrets, &to_alice).unwrap();
+    let err = vibe_hooks::egress::proxy::read_secret(&to_alice.join("github")).unwrap_err();
+    assert!(err.contains("is not root's"), "{err}");
+    // Missing behind a symlink is missing (an optional secret is skipped).
+    let gone = dir.path().join("gone");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &gone).unwrap();
+    let err = vibe_hooks::fsio::read_private(&gone.join("github"), 64).unwrap_err();
+    assert!(err.is_missing(), "{err}");
     // A group-writable directory of root's.
     std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o770)).unwrap();
     let err = vibe_hooks::egress::proxy::read_secret(&real.join("github")).unwrap_err();

@@ -8,6 +8,9 @@
 # run never drops silently. Needs, as written in the reason:
 #
 #   "Docker >= 23"   a dockerd of 23 or later (dotted runtime names, BuildKit)
+#   "dockerd with iptables"  a dockerd that DNATs published ports (the sid
+#                    stack's runs with "iptables": false, so docker-proxy
+#                    relays every publish from the host's bridge address)
 #
 # e2e_skips ENV_FILE SUITE...: prints cargo test's harness args, one per
 # line (`--exact`, then `--skip NAME` per filtered test), for the suites
@@ -25,27 +28,36 @@ e2e_skips() {
         echo "e2e filter: cannot read the dockerd version from $env_file (${version:-no answer}); filtering nothing" >&2
         return 0
     fi
-    local -a skipped=()
+    local iptables
+    # shellcheck source=/dev/null
+    iptables=$(set -a && . "$env_file" && set +a && echo "${VIBE_TEST_DOCKER_IPTABLES:-true}")
+    local -a skipped=() why=()
     for suite in "$@"; do
         file=$repo/tests/tests/$suite.rs
         [ -f "$file" ] || continue
-        # The fn after each #[ignore] whose reason names the need.
-        while read -r name; do
-            [ -n "$name" ] && skipped+=("$suite::$name")
+        # The fn after each #[ignore] whose reason names a need this stack lacks.
+        while read -r need name; do
+            case $need in
+            docker23) [ "$major" -ge 23 ] && continue ;;
+            iptables) [ "$iptables" != false ] && continue ;;
+            esac
+            [ -n "$name" ] && skipped+=("$suite::$name") && why+=("$need")
         done < <(awk '
-            /#\[ignore = ".*Docker >= 23/ { want = 1; next }
+            /#\[ignore = ".*Docker >= 23/ { want = "docker23"; next }
+            /#\[ignore = ".*dockerd with iptables/ { want = "iptables"; next }
             want && /^[[:space:]]*(pub )?fn [a-z0-9_]+/ {
-                sub(/^[[:space:]]*(pub )?fn /, ""); sub(/[^a-z0-9_].*/, ""); print; want = 0
+                sub(/^[[:space:]]*(pub )?fn /, ""); sub(/[^a-z0-9_].*/, ""); print want, $0; want = ""
             }' "$file")
     done
-    if [ "$major" -ge 23 ] || [ ${#skipped[@]} -eq 0 ]; then
+    if [ ${#skipped[@]} -eq 0 ]; then
         echo "e2e filter: Docker $version: every test runs" >&2
         return 0
     fi
-    echo "e2e filter: Docker $version: ${#skipped[@]} test(s) left out (they need Docker >= 23):" >&2
+    echo "e2e filter: Docker $version (iptables: $iptables): ${#skipped[@]} test(s) left out (docker23: they need Docker >= 23; iptables: a dockerd that DNATs published ports):" >&2
     echo --exact
-    for name in "${skipped[@]}"; do
-        echo "e2e filter:   $name" >&2
-        printf -- '--skip\n%s\n' "${name#*::}"
+    local k
+    for k in "${!skipped[@]}"; do
+        echo "e2e filter:   ${skipped[$k]} (${why[$k]})" >&2
+        printf -- '--skip\n%s\n' "${skipped[$k]#*::}"
     done
 }
