@@ -226,7 +226,16 @@ fn ctr_with_spec(
     }
     let path_s = path.to_str().unwrap().to_string();
     args.extend(["--config", &path_s, id]);
-    let out = ctr(CTR_NS, &args, Duration::from_secs(120));
+    // ctr 2.1 (sid) once ran the task with success and handed back none of
+    // its output; a probe that printed nothing says nothing, so ask again.
+    let mut out = ctr(CTR_NS, &args, Duration::from_secs(120));
+    for _ in 0..2 {
+        if !(out.success() && out.stdout.trim().is_empty()) {
+            break;
+        }
+        eprintln!("ctr run succeeded with no output; running it again: {out}");
+        out = ctr(CTR_NS, &args, Duration::from_secs(120));
+    }
     let _ = std::fs::remove_file(&path);
     out
 }
