@@ -34,8 +34,15 @@ echo "-- package: $deb"
 WORK=$(mktemp -d /var/tmp/vibe-deb-test.XXXXXX)
 SAVED_ETC=
 SAVED_QS=
-# Puts back what the host had: its policy, a quick start's binary.
+SAVED_STATE=
+# Puts back what the host had: its policy, a quick start's binary, its
+# state (the volume claims the e2e suites left; purge removes the state).
 restore_host() {
+    if [ -n "$SAVED_STATE" ]; then
+        rm -rf /var/lib/vibe-shim
+        mv "$SAVED_STATE" /var/lib/vibe-shim
+        SAVED_STATE=
+    fi
     if [ -n "$SAVED_ETC" ]; then
         rm -rf /etc/vibe-shim
         mv "$SAVED_ETC" /etc/vibe-shim
@@ -84,6 +91,10 @@ fi
 if [ -e "$QS_BIN" ]; then
     SAVED_QS=$WORK/qs-vibe-shim
     mv "$QS_BIN" "$SAVED_QS"
+fi
+if [ -e /var/lib/vibe-shim ]; then
+    SAVED_STATE=$WORK/var-lib-vibe-shim
+    mv /var/lib/vibe-shim "$SAVED_STATE"
 fi
 
 dpkg -i "$deb"
