@@ -14,10 +14,11 @@ use crate::env::env;
 use crate::netns::{must, run, Netns};
 
 /// This work tree's slot (0..8): keeps the addresses and names of work
-/// trees that run this suite at the same time apart.
+/// trees that run this suite at the same time apart. Taken from where this
+/// crate was built, so suites that run before the test env is up (the root
+/// ones) have it too.
 pub fn slot() -> u8 {
-    let repo = env().repo.to_string_lossy().into_owned();
-    let hash = repo.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+    let hash = env!("CARGO_MANIFEST_DIR").bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     (hash % 8) as u8

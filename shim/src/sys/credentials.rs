@@ -210,6 +210,9 @@ mod tests {
 
     #[test]
     fn an_open_mode_a_symlink_or_a_missing_file_is_refused() {
+        if !nix::unistd::geteuid().is_root() {
+            panic!("this test needs root (the secret file must be root's)");
+        }
         let dir = tempfile::tempdir().unwrap();
         for mode in [0o640, 0o604, 0o644, 0o660] {
             let path = secret_file(dir.path(), mode);
@@ -225,8 +228,12 @@ mod tests {
             assert!(!err.to_string().contains("abcdef"), "{err}");
         }
         let target = secret_file(dir.path(), 0o600);
+        // A root's symlink is the admin's and is followed; anyone else's
+        // is refused.
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert_eq!(bindings(&policy_with(&link, false)).unwrap().len(), 1);
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
         let err = bindings(&policy_with(&link, false)).unwrap_err();
         assert!(matches!(err, CredentialError::File { .. }), "{err}");
         let missing = dir.path().join("missing");
