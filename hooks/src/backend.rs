@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use vibe_policy::config::NetworkSection;
-use vibe_policy::network::ruleset::{self, Table};
+use vibe_policy::network::ruleset::{self, Rule, Table};
 
 use crate::nfnetlink::NetlinkError;
 use crate::nft::{self, NftError};
@@ -47,6 +47,25 @@ impl Backend {
         match self {
             Backend::Netlink => nftables::apply(table)?,
             Backend::Binary(nft) => nft::apply(nft, &ruleset::ruleset(table))?,
+        }
+        Ok(())
+    }
+
+    /// Adds `rule` to chain `chain` of table `inet TABLE` in front of the
+    /// rule with handle `before`, in a transaction that deletes nothing.
+    pub fn insert_before(
+        &self,
+        table: &str,
+        chain: &str,
+        before: u64,
+        rule: &Rule,
+    ) -> Result<(), BackendError> {
+        match self {
+            Backend::Netlink => nftables::insert_before(table, chain, before, rule)?,
+            Backend::Binary(nft) => nft::apply(
+                nft,
+                &format!("insert rule inet {table} {chain} position {before} {rule}\n"),
+            )?,
         }
         Ok(())
     }

@@ -17,14 +17,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 const TEMP_ATTEMPTS: u32 = 16;
 
 /// Creates `path`, which must not exist, with exactly `mode`, and writes
-/// `bytes` to it, synced. O_EXCL|O_NOFOLLOW: never through a symlink and
-/// never over an existing file (a planted name fails instead); O_CLOEXEC:
-/// no child inherits it. A failed write leaves the file behind: it is new,
-/// so no one else's bytes are lost, and the caller names what failed.
-pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+/// `bytes` to it, synced or not as `durability` says. O_EXCL|O_NOFOLLOW:
+/// never through a symlink and never over an existing file (a planted name
+/// fails instead); O_CLOEXEC: no child inherits it. A failed write leaves
+/// the file behind: it is new, so no one else's bytes are lost, and the
+/// caller names what failed.
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
     let mut file = create_excl(path, mode)?;
     file.write_all(bytes)?;
-    file.sync_all()
+    match durability {
+        Durability::Synced => file.sync_all(),
+        Durability::Volatile => Ok(()),
+    }
 }
 
 /// Replaces (or creates) `path` with `bytes` at `mode`: a temp file in the
@@ -42,8 +46,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 pub enum Durability {
     /// fsync the file and the directory.
     Synced,
-    /// Rename only: for files no one needs after a crash (a bundle the
-    /// engine recreates), where fsync would only cost time.
+    /// No fsync: for files no one needs after a crash (a bundle the engine
+    /// recreates, a container's state directory, which a reboot ends with
+    /// the container), where fsync would only cost time.
     Volatile,
 }
 
@@ -135,14 +140,14 @@ mod tests {
     fn write_new_refuses_an_existing_name_and_a_symlink() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        write_new(&path, b"one", 0o600).unwrap();
+        write_new(&path, b"one", 0o600, Durability::Synced).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"one");
         assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o7777, 0o600);
-        let err = write_new(&path, b"two", 0o600).unwrap_err();
+        let err = write_new(&path, b"two", 0o600, Durability::Synced).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
         let link = dir.path().join("l");
         std::os::unix::fs::symlink(dir.path().join("target"), &link).unwrap();
-        assert!(write_new(&link, b"x", 0o600).is_err());
+        assert!(write_new(&link, b"x", 0o600, Durability::Volatile).is_err());
         assert!(!dir.path().join("target").exists());
     }
 

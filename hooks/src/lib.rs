@@ -192,34 +192,18 @@ pub fn check_egress(net: &NetworkSection, runc_root: &Path, id: &str) -> Result<
 /// and the host's).
 pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<(), HookError> {
     let netns = open_container_netns(pid)?;
+    if net.mode != NetworkMode::Open {
+        return start_loopback_only(id, netns, net);
+    }
     let expected = vibe_policy::config::policy_tag(net);
     let reader = clone_fd(&netns)?;
-    let open = net.mode == NetworkMode::Open;
-    let (allowed, current, relaxed) = in_netns(reader, move || {
+    let (allowed, current) = in_netns(reader, move || {
         let table = nftables::read_table()?.ok_or(HookError::TableMissing)?;
         if !table.is_ours(&expected) {
             return Err(HookError::TableForeign { expected });
         }
-        let current = if open {
-            container_addresses()?
-        } else {
-            Vec::new()
-        };
-        let relaxed = table
-            .rules
-            .iter()
-            .any(|r| r.comment.as_deref() == Some(ruleset::UNTIL_START_TAG));
-        Ok((table.source_addrs(), current, relaxed))
+        Ok((table.source_addrs(), container_addresses()?))
     })?;
-    if !open {
-        if relaxed {
-            // The create-time rule for the engine goes before any client
-            // process runs.
-            return apply(id, netns, net, Phase::Start);
-        }
-        let plan = route_plan(net);
-        return in_netns(netns, move || route_work(plan));
-    }
     // Rebuilding a table that has rules waits for an RCU grace period
     // (milliseconds): only when the addresses changed or the host table is
     // gone.
@@ -232,10 +216,65 @@ pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<()
     let mut wanted = current;
     wanted.sort();
     wanted.dedup();
-    if host_there && covered == wanted && !relaxed {
+    if host_there && covered == wanted {
         return Ok(());
     }
     apply(id, netns, net, Phase::Start)
+}
+
+/// The start check of the loopback-only modes (none, proxy), in one visit
+/// to the namespace when nothing changed since create: the engine's
+/// create-time rule is closed by [`ruleset::start_gate`] added in front of
+/// it, a transaction that deletes nothing and so waits for nothing, and the
+/// route work is done again. Preview ports whose host side the engine set
+/// up only after create (Docker 28) get the whole table rebuilt instead.
+fn start_loopback_only(id: &str, netns: File, net: &NetworkSection) -> Result<(), HookError> {
+    let expected = vibe_policy::config::policy_tag(net);
+    let backend = Backend::for_policy(net)?;
+    let plan = route_plan(net);
+    // Preview rules name the host side of the container's subnets.
+    let previews = net.mode == NetworkMode::Proxy && !net.preview_ports.is_empty();
+    let bridges = match previews {
+        true => Some(host_bridges()?),
+        false => None,
+    };
+    let reader = clone_fd(&netns)?;
+    let done = in_netns(reader, move || {
+        let table = nftables::read_table()?.ok_or(HookError::TableMissing)?;
+        if !table.is_ours(&expected) {
+            return Err(HookError::TableForeign { expected });
+        }
+        // The create-time rule for the engine, not yet closed by the gate.
+        let open_rule = match table.tagged(ruleset::FROM_START_TAG) {
+            Some(_) => None,
+            None => table.tagged(ruleset::UNTIL_START_TAG).map(|r| r.handle),
+        };
+        if let (Some(_), Some(bridges)) = (open_rule, &bridges) {
+            let mut wanted = ruleset::preview_sources(&own_subnets()?, bridges);
+            let mut have = table.preview_sources();
+            for list in [&mut wanted, &mut have] {
+                list.sort();
+                list.dedup();
+            }
+            if wanted != have {
+                return Ok(false);
+            }
+        }
+        if let Some(handle) = open_rule {
+            backend.insert_before(
+                ruleset::TABLE_NAME,
+                ruleset::OUTPUT_CHAIN,
+                handle,
+                &ruleset::start_gate(),
+            )?;
+        }
+        route_work(plan)?;
+        Ok(true)
+    })?;
+    match done {
+        true => Ok(()),
+        false => apply(id, netns, net, Phase::Start),
+    }
 }
 
 /// Removes what [`run_network_hook`] put in the host's namespace for
@@ -309,18 +348,25 @@ fn apply(id: &str, netns: File, net: &NetworkSection, phase: Phase) -> Result<()
 /// container's interface (Docker 28 does it after create) there are none,
 /// so no preview rule; the start check reads them again.
 fn preview_sources(netns: File) -> Result<Vec<IpAddr>, HookError> {
-    let container = in_netns(netns, || {
-        routes::with_netlink(|h| async move { routes::address_entries(&h).await })
-            .map_err(HookError::ContainerAddresses)
-    })?;
-    let container: Vec<IpNet> = container
+    let container = in_netns(netns, own_subnets)?;
+    Ok(ruleset::preview_sources(&container, &host_bridges()?))
+}
+
+/// The calling thread's namespace's addresses with their prefixes.
+fn own_subnets() -> Result<Vec<IpNet>, HookError> {
+    let entries = routes::with_netlink(|h| async move { routes::address_entries(&h).await })
+        .map_err(HookError::ContainerAddresses)?;
+    Ok(entries
         .into_iter()
         .filter_map(|e| IpNet::new(e.addr, e.prefix_len).ok())
-        .collect();
+        .collect())
+}
+
+/// The addresses of the calling thread's namespace's bridges (the host's).
+fn host_bridges() -> Result<Vec<IpAddr>, HookError> {
     let bridges = routes::with_netlink(|h| async move { routes::bridge_addresses(&h).await })
         .map_err(HookError::HostBridges)?;
-    let bridges: Vec<IpAddr> = bridges.iter().map(IpNet::addr).collect();
-    Ok(ruleset::preview_sources(&container, &bridges))
+    Ok(bridges.iter().map(IpNet::addr).collect())
 }
 
 /// The calling thread's namespace's addresses that open mode names.

@@ -10,7 +10,7 @@ use ipnet::IpNet;
 use nix::errno::Errno;
 use vibe_policy::config::Protocol;
 use vibe_policy::network::ruleset::{
-    Hook, Match, Table, Verdict, NAT_CHAIN, NAT_PRIORITY, TABLE_NAME,
+    Hook, Match, Rule, Table, Verdict, NAT_CHAIN, NAT_PRIORITY, TABLE_NAME,
 };
 
 use crate::nfnetlink::{
@@ -42,7 +42,9 @@ const NFTA_HOOK_HOOKNUM: u16 = 1;
 const NFTA_HOOK_PRIORITY: u16 = 2;
 const NFTA_RULE_TABLE: u16 = 1;
 const NFTA_RULE_CHAIN: u16 = 2;
+const NFTA_RULE_HANDLE: u16 = 3;
 const NFTA_RULE_EXPRESSIONS: u16 = 4;
+const NFTA_RULE_POSITION: u16 = 6;
 const NFTA_RULE_USERDATA: u16 = 7;
 const NFTA_SET_TABLE: u16 = 1;
 const NFTA_LIST_ELEM: u16 = 1;
@@ -109,7 +111,34 @@ fn hook_number(hook: Hook) -> u32 {
 /// network namespace.
 pub fn apply(table: &Table) -> Result<(), NetlinkError> {
     let batch = encode_batch(table, first_seq());
-    send_batch(&batch)
+    send_batch(&batch, Release::Detached)
+}
+
+/// Adds `rule` to chain `chain` of table `inet TABLE`, in front of the rule
+/// whose handle is `before`. The transaction deletes nothing, so the kernel
+/// has nothing to free after an RCU grace period when the socket closes.
+pub fn insert_before(
+    table: &str,
+    chain: &str,
+    before: u64,
+    rule: &Rule,
+) -> Result<(), NetlinkError> {
+    let mut w = MessageWriter::new(first_seq());
+    w.begin_batch();
+    // Without NLM_F_APPEND a position means "in front of".
+    w.begin(
+        NFT_MSG_NEWRULE,
+        NLM_F_CREATE | NLM_F_ACK,
+        NFPROTO_INET,
+        &format!("insert rule \"{rule}\""),
+    );
+    w.string(NFTA_RULE_TABLE, table);
+    w.string(NFTA_RULE_CHAIN, chain);
+    w.bytes(NFTA_RULE_POSITION, &before.to_be_bytes());
+    encode_rule(&mut w, rule);
+    w.end();
+    w.end_batch();
+    send_batch(&w, Release::Inline)
 }
 
 /// Deletes table `inet NAME` with everything in it; a table that is not
@@ -126,7 +155,7 @@ pub fn delete_table(name: &str) -> Result<(), NetlinkError> {
     w.string(NFTA_TABLE_NAME, name);
     w.end();
     w.end_batch();
-    match send_batch(&w) {
+    match send_batch(&w, Release::Detached) {
         Err(NetlinkError::Refused {
             errno: Errno::ENOENT,
             ..
@@ -135,7 +164,16 @@ pub fn delete_table(name: &str) -> Result<(), NetlinkError> {
     }
 }
 
-fn send_batch(batch: &MessageWriter) -> Result<(), NetlinkError> {
+/// How a committed batch's socket is closed: a batch that deleted
+/// something makes the close wait for an RCU grace period (the kernel
+/// frees what it deleted first), which a detached child takes instead.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Release {
+    Detached,
+    Inline,
+}
+
+fn send_batch(batch: &MessageWriter, release: Release) -> Result<(), NetlinkError> {
     let mut socket = NetfilterSocket::open()?;
     socket.send(batch)?;
     let described = batch.described();
@@ -154,9 +192,10 @@ fn send_batch(batch: &MessageWriter) -> Result<(), NetlinkError> {
         }
         _ => Ok(false),
     })?;
-    // Every batch here may delete (a table's rules, a table): the release
-    // must not hold up the verb that committed it.
-    socket.release_detached();
+    match release {
+        Release::Detached => socket.release_detached(),
+        Release::Inline => drop(socket),
+    }
     Ok(())
 }
 
@@ -232,23 +271,28 @@ pub fn encode_batch(table: &Table, first_seq: u32) -> MessageWriter {
             );
             w.string(NFTA_RULE_TABLE, name);
             w.string(NFTA_RULE_CHAIN, chain.name());
-            let list = w.nest_start(NFTA_RULE_EXPRESSIONS);
-            // nft loads the family once per rule; a second match of the
-            // same family does not repeat it (so both list alike).
-            let mut family = None;
-            for m in &rule.matches {
-                encode_match(&mut w, m, &mut family);
-            }
-            encode_verdict(&mut w, rule.verdict);
-            w.nest_end(list);
-            if let Some(comment) = &rule.comment {
-                w.bytes(NFTA_RULE_USERDATA, &comment_udata(comment));
-            }
+            encode_rule(&mut w, rule);
             w.end();
         }
     }
     w.end_batch();
     w
+}
+
+/// A rule's expressions and comment, inside its NEWRULE message.
+fn encode_rule(w: &mut MessageWriter, rule: &Rule) {
+    let list = w.nest_start(NFTA_RULE_EXPRESSIONS);
+    // nft loads the family once per rule; a second match of the same
+    // family does not repeat it (so both list alike).
+    let mut family = None;
+    for m in &rule.matches {
+        encode_match(w, m, &mut family);
+    }
+    encode_verdict(w, rule.verdict);
+    w.nest_end(list);
+    if let Some(comment) = &rule.comment {
+        w.bytes(NFTA_RULE_USERDATA, &comment_udata(comment));
+    }
 }
 
 /// A comment as libnftnl stores it: type, length, NUL-terminated text. The
@@ -468,6 +512,8 @@ pub struct ChainView {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuleView {
     pub chain: String,
+    /// The kernel's handle, for adding a rule next to this one.
+    pub handle: u64,
     pub comment: Option<String>,
     pub exprs: Vec<ExprView>,
 }
@@ -609,8 +655,12 @@ fn rule_view(attrs: &[u8]) -> RuleView {
                 .collect()
         })
         .unwrap_or_default();
+    let handle = attribute(attrs, NFTA_RULE_HANDLE)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_be_bytes);
     RuleView {
         chain: attr_str(attrs, NFTA_RULE_CHAIN).unwrap_or("").to_string(),
+        handle,
         comment,
         exprs,
     }
@@ -710,23 +760,50 @@ impl TableView {
         chain_ok && rules_ok
     }
 
+    /// The first rule with comment `tag`.
+    pub fn tagged(&self, tag: &str) -> Option<&RuleView> {
+        self.rules
+            .iter()
+            .find(|r| r.comment.as_deref() == Some(tag))
+    }
+
     /// The source addresses open mode's output chain lets out: rules that
     /// are exactly a full source address, then accept.
     pub fn source_addrs(&self) -> Vec<IpAddr> {
+        self.full_saddrs("output", false)
+    }
+
+    /// The host addresses the loopback-only modes' input chain lets reach a
+    /// preview port: rules that begin with a full source address and
+    /// accept (nothing else in that chain names one).
+    pub fn preview_sources(&self) -> Vec<IpAddr> {
+        self.full_saddrs("input", true)
+    }
+
+    /// Rules of `chain` that are a full source address then accept, or
+    /// (`more`) begin with one and end in accept.
+    fn full_saddrs(&self, chain: &str, more: bool) -> Vec<IpAddr> {
         let mut found = Vec::new();
-        for rule in self.rules.iter().filter(|r| r.chain == "output") {
-            let addr = match rule.exprs.as_slice() {
-                [ExprView::Other(_), ExprView::Cmp { .. }, ExprView::Payload {
-                    base: PAYLOAD_NETWORK,
-                    offset,
-                    len,
-                }, ExprView::Cmp { op: CMP_EQ, data }, ExprView::Verdict(NF_ACCEPT)] => {
-                    match (*offset, *len) {
-                        (12, 4) => <[u8; 4]>::try_from(data.as_slice()).ok().map(IpAddr::from),
-                        (8, 16) => <[u8; 16]>::try_from(data.as_slice()).ok().map(IpAddr::from),
-                        _ => None,
-                    }
-                }
+        for rule in self.rules.iter().filter(|r| r.chain == chain) {
+            let [head @ .., ExprView::Verdict(NF_ACCEPT)] = rule.exprs.as_slice() else {
+                continue;
+            };
+            let head = match more {
+                true => head.get(..4),
+                false => Some(head).filter(|h| h.len() == 4),
+            };
+            let addr = match head {
+                Some(
+                    [ExprView::Other(_), ExprView::Cmp { .. }, ExprView::Payload {
+                        base: PAYLOAD_NETWORK,
+                        offset,
+                        len,
+                    }, ExprView::Cmp { op: CMP_EQ, data }],
+                ) => match (*offset, *len) {
+                    (12, 4) => <[u8; 4]>::try_from(data.as_slice()).ok().map(IpAddr::from),
+                    (8, 16) => <[u8; 16]>::try_from(data.as_slice()).ok().map(IpAddr::from),
+                    _ => None,
+                },
                 _ => None,
             };
             found.extend(addr);

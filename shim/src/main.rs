@@ -14,6 +14,7 @@ mod policy_file;
 mod runc_argv;
 mod runtime;
 mod sys;
+mod timing;
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,7 @@ fn main() {
 }
 
 fn run() -> i32 {
+    timing::begin();
     let inv = match runc_argv::scan_globals(std::env::args_os().skip(1).collect()) {
         Ok(inv) => inv,
         Err(e) => {
@@ -36,6 +38,7 @@ fn run() -> i32 {
             return 1;
         }
     };
+    timing::mark("argv");
     let config_path = inv
         .config
         .clone()

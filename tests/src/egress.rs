@@ -18,9 +18,11 @@ use crate::netns::{must, run, Netns};
 /// crate was built, so suites that run before the test env is up (the root
 /// ones) have it too.
 pub fn slot() -> u8 {
-    let hash = env!("CARGO_MANIFEST_DIR").bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = env!("CARGO_MANIFEST_DIR")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
     (hash % 8) as u8
 }
 

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use vibe_hooks::{check_before_start, remove_host_rules, run_network_hook, HookError};
 use vibe_policy::config::{NetworkMode, NetworkSection};
+use vibe_policy::network::ruleset;
 use vibe_shim_tests::netns::{self, Lab, Netns};
 
 const IGNORE: &str = "needs root, runc and the test env: run tests/run.sh";
@@ -254,6 +255,87 @@ fn docker28_order_network_arrives_after_create() {
     assert!(host.contains("ip saddr 198.51.100.2 drop"), "{host}");
     assert!(host.contains("ip6 saddr 2001:db8:100::2 drop"), "{host}");
     remove_host_rules(ID).unwrap();
+    guard.assert_host_unchanged();
+}
+
+/// Sends one ICMPv6 neighbour advertisement out of `ns`'s eth0 to all
+/// nodes, as a process in the container could; whether the wall let it go.
+fn advertisement_leaves(ns: &Netns) -> bool {
+    // Retried while the new link's multicast route is not there yet.
+    let script = r#"
+import socket, struct, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+na = struct.pack('!BBHI', 136, 0, 0, 0x20000000)
+na += socket.inet_pton(socket.AF_INET6, '2001:db8:100::2')
+said = 'no attempt'
+for i in range(40):
+    try:
+        s.sendto(na, ('ff02::1', 0, 0, socket.if_nametoindex('eth0')))
+        said = 'sent'
+        break
+    except PermissionError:
+        said = 'refused'
+        break
+    except OSError as e:
+        said = str(e)
+        time.sleep(0.05)
+print(said)
+"#;
+    let out = ns.exec(&["python3", "-c", script]);
+    let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    match said.as_str() {
+        "sent" => true,
+        "refused" => false,
+        _ => panic!(
+            "the advertisement probe failed: {said} {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// The engine's neighbour advertisement (Docker 28 sends one from the
+/// namespace after create) is let out until start only: after the start
+/// check a process in the container cannot send one, with either backend,
+/// and the check closed the rule without replacing the table (its rules'
+/// handles are the hook's).
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn the_engines_advertisement_goes_out_until_start_only() {
+    let guard = host_guard();
+    for nft in [None, Some(PathBuf::from("/usr/sbin/nft"))] {
+        let mut lab = Lab::new_detached("na");
+        let pid = lab.container.spawn(&["sleep", "60"]);
+        let none = NetworkSection {
+            nft,
+            ..policy(NetworkMode::None, &[], false)
+        };
+        run_network_hook(&state(pid, Path::new("/nonexistent")), &none).unwrap();
+        lab.attach_container();
+        let handles = |ns: &Netns| {
+            let out = ns.exec(&["nft", "-a", "list", "chain", "inet", "vibe_shim", "output"]);
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| !l.contains("from start"))
+                .filter_map(|l| l.rsplit_once("# handle ").map(|(_, h)| h.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let before = handles(&lab.container);
+        assert!(advertisement_leaves(&lab.container), "before start");
+        check_before_start(ID, pid, &none).unwrap();
+        assert!(!advertisement_leaves(&lab.container), "after start");
+        assert_eq!(handles(&lab.container), before, "the table was replaced");
+        assert!(table(&lab.container).contains(ruleset::FROM_START_TAG));
+        // A second check finds it closed and adds nothing.
+        check_before_start(ID, pid, &none).unwrap();
+        let gates = table(&lab.container)
+            .matches(ruleset::FROM_START_TAG)
+            .count();
+        assert_eq!(gates, 1);
+        assert!(
+            !advertisement_leaves(&lab.container),
+            "after a second check"
+        );
+    }
     guard.assert_host_unchanged();
 }
 

@@ -271,9 +271,10 @@ pub fn container_table(net: &NetworkSection, facts: &Facts) -> Table {
 }
 
 /// Comment on the one rule the hook adds only until `start` (see
-/// [`creating_table`]); the start check removes the rule by replacing the
-/// table with [`container_table`].
+/// [`creating_table`]); the start check closes it with [`start_gate`].
 pub const UNTIL_START_TAG: &str = "vibe-shim until start: engine neighbour advertisement";
+/// Comment on [`start_gate`]'s rule.
+pub const FROM_START_TAG: &str = "vibe-shim from start: engine neighbour advertisement closed";
 
 /// The table the `createRuntime` hook installs. For the loopback-only modes
 /// it is [`container_table`] plus one output rule accepting ICMPv6 neighbour
@@ -281,17 +282,22 @@ pub const UNTIL_START_TAG: &str = "vibe-shim until start: engine neighbour adver
 /// and sends an unsolicited advertisement from the namespace, failing the
 /// container when the wall rejects it. Until `start` no client process runs
 /// in the namespace (runc's init waits on its fifo), so only the engine can
-/// use the rule; the start check replaces the table with the strict one.
+/// use the rule. The start check closes it with [`start_gate`], a rule
+/// added in front of it: a transaction that deletes nothing, which the
+/// kernel commits without waiting for an RCU grace period.
+///
+/// The rule sits last before the chain's final reject, so that a rule
+/// rejecting the same packets right in front of it leaves the chain
+/// deciding every packet as [`container_table`]'s does.
 pub fn creating_table(net: &NetworkSection, facts: &Facts) -> Table {
     let mut table = container_table(net, facts);
     if net.mode.loopback_only() {
         if let Some(output) = table.chains.iter_mut().find(|c| c.hook == Hook::Output) {
-            // Right after the loopback accept, before the final reject.
             let at = output
                 .rules
                 .iter()
-                .position(|r| r.matches == [Match::OifLoopback])
-                .map_or(0, |i| i + 1);
+                .rposition(|r| r.matches.is_empty() && r.verdict == Verdict::RejectAdminProhibited)
+                .unwrap_or(output.rules.len());
             output.rules.insert(
                 at,
                 Rule::new(vec![Match::Icmpv6Type(ND_NEIGHBOR_ADVERT)], Verdict::Accept)
@@ -301,6 +307,20 @@ pub fn creating_table(net: &NetworkSection, facts: &Facts) -> Table {
     }
     table
 }
+
+/// What the start check adds to the output chain of a [`creating_table`],
+/// right in front of the [`UNTIL_START_TAG`] rule: the same packets get the
+/// final reject's verdict there, so the rule behind it never matches again.
+pub fn start_gate() -> Rule {
+    Rule::new(
+        vec![Match::Icmpv6Type(ND_NEIGHBOR_ADVERT)],
+        Verdict::RejectAdminProhibited,
+    )
+    .tagged(FROM_START_TAG)
+}
+
+/// The output chain's name (the chain [`start_gate`] goes into).
+pub const OUTPUT_CHAIN: &str = "output";
 
 /// The output chain's rules for this policy, in order.
 pub fn output_rules(net: &NetworkSection, facts: &Facts) -> Vec<Rule> {
@@ -947,29 +967,53 @@ table inet vibe_shim {{\n\
         assert_eq!(transparent_ports(&net), [80, 443, 8080]);
     }
 
-    /// Before start, none mode lets out only the engine's neighbour
-    /// advertisement; the strict table (what start installs) does not.
+    /// Before start, the loopback-only modes let out only the engine's
+    /// neighbour advertisement, last before the final reject; the gate start
+    /// adds in front of it gives those packets the final reject's verdict,
+    /// so the chain then decides every packet as the strict table does.
     #[test]
     fn creating_table_adds_only_the_advertisement_until_start() {
         for mode in [NetworkMode::None, NetworkMode::Proxy] {
-            let net = section(mode, &[], false);
-            let strict = container_table(&net, &Facts::default());
-            let creating = creating_table(&net, &Facts::default());
+            let mut net = section(mode, &[], false);
+            let mut facts = Facts::default();
+            if mode == NetworkMode::Proxy {
+                // With IPv6 previews an earlier rule accepts advertisements
+                // on its own: the gate must not reach it.
+                net.preview_ports = vec!["8000".parse().unwrap()];
+                net.transparent = true;
+                facts.preview_sources = addrs(&["fd00::1", "10.0.0.1"]);
+            }
+            let strict = container_table(&net, &facts);
+            let creating = creating_table(&net, &facts);
             let text = ruleset(&creating);
-            let tag = policy_tag(&net);
             let want = format!(
-                "\t\tmeta oiftype loopback accept comment \"{tag}\"\n\
-\t\ticmpv6 type nd-neighbor-advert accept comment \"{UNTIL_START_TAG}\"\n\
+                "\t\ticmpv6 type nd-neighbor-advert accept comment \"{UNTIL_START_TAG}\"\n\
 \t\treject with icmpx admin-prohibited\n"
             );
             assert!(text.contains(&want), "{text}");
-            assert!(!ruleset(&strict).contains("nd-neighbor-advert"));
+            assert_eq!(
+                ruleset(&strict).contains("nd-neighbor-advert"),
+                mode == NetworkMode::Proxy
+            );
             // Only that one output rule differs.
             let mut relaxed = creating.clone();
             relaxed.chains[0]
                 .rules
                 .retain(|r| r.comment.as_deref() != Some(UNTIL_START_TAG));
             assert_eq!(relaxed, strict);
+            // The gate goes right in front of it; after the two, only the
+            // final reject, whose verdict the gate gives.
+            let output = &creating.chains[0].rules;
+            let at = output
+                .iter()
+                .position(|r| r.comment.as_deref() == Some(UNTIL_START_TAG))
+                .unwrap();
+            assert_eq!(at, output.len() - 2);
+            let gate = start_gate();
+            assert_eq!(gate.matches, output[at].matches);
+            assert_eq!(gate.verdict, output[at + 1].verdict);
+            assert!(output[at + 1].matches.is_empty());
+            assert_eq!(creating.chains[0].name(), OUTPUT_CHAIN);
         }
         for mode in [NetworkMode::Allowlist, NetworkMode::Open] {
             let net = section(mode, &["203.0.113.5"], false);

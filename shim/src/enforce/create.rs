@@ -13,7 +13,7 @@ use vibe_policy::{enforce_create, CreateContext, Denial};
 
 use super::{host_paths, lossy, refusal, Ctx, Outcome};
 use crate::runc_argv::{CreateArgs, Edits, Item};
-use crate::sys::state_dir;
+use crate::sys::state_dir::{self, STATE};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
@@ -70,8 +70,10 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         Err(e) => return Outcome::refused(container_id, e.denial("config.json", &spec_path)),
     };
     anchor_relative_paths(&mut spec, &bundle);
+    crate::timing::mark("read-spec");
     // Read inside the rootfs only; judged by the home rule like any HOME.
     let image_homes = crate::sys::rootfs::image_homes(&spec);
+    crate::timing::mark("image-passwd");
     let runc_root = state_dir::runc_root(ctx.root.as_deref());
     let hook = match network_hook(&ctx.config_path, &runc_root) {
         Ok(hook) => hook,
@@ -84,6 +86,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         Ok(found) => found,
         Err(e) => return Outcome::refused(container_id, credentials_denial(&e)),
     };
+    crate::timing::mark("hook-and-credentials");
     // Named whenever the policy has credentials, so the rule knows this
     // container's own mount in an engine's spec fed back.
     let trust_bundle = match ctx.policy.network.credentials.is_empty() {
@@ -109,15 +112,18 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
     };
     let mut notice = None;
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
+        crate::timing::mark("rules");
         let pid_file = judge_runtime_flags(ctx, parsed, &create.bundle)?;
         let release = release_hook(&ctx.config_path, &create.runc_root, &create.container_id)
             .map_err(|e| refusal(e.denial("hooks", Path::new("/proc/self/exe"))))?;
         let private =
             private_dir(&create).map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
+        crate::timing::mark("runtime-flags-and-state-dir");
         // Stage bind sources, then write what refers to them; undo both on
         // a failure, since runc never runs then.
         let written = crate::sys::stage::binds(&ctx.policy, &ctx.host, &create, &mut rewrite)
             .and_then(|()| {
+                crate::timing::mark("stage-binds");
                 // Only runc's copy: the engine's, fed back, must not carry it.
                 let mut judged = rewrite.document.clone();
                 add_poststop(&mut judged, release);
@@ -126,6 +132,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
                     .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
                 crate::sys::credentials::write_state(&private, &create.credentials)
                     .map_err(|e| refusal(credentials_denial(&e)))?;
+                crate::timing::mark("write-private");
                 let facts = vibe_policy::notice::facts(
                     &rewrite.document,
                     &rewrite.changes,
@@ -136,6 +143,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
                 write_notice(&private, &facts)
                     .map_err(|e| refusal(e.denial("bundle", &create.bundle)))?;
                 notice = Some(facts);
+                crate::timing::mark("notice");
                 // The engine's copy is informational only (runc reads the
                 // private one): engines that read config.json back see what runs.
                 write_atomically(&spec_path, &rewrite.document)
@@ -162,7 +170,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
 /// anyone (runc binds it read-only at [`vibe_policy::config::NOTICE_PATH`]).
 fn write_notice(dir: &Path, notice: &vibe_policy::notice::Notice) -> Result<(), CreateError> {
     let path = dir.join(state_dir::NOTICE_FILE);
-    vibe_hooks::fsio::write_new(&path, notice.render().as_bytes(), 0o644).map_err(|source| {
+    vibe_hooks::fsio::write_new(&path, notice.render().as_bytes(), 0o644, STATE).map_err(|source| {
         CreateError::Write {
             path: path.display().to_string(),
             source,
@@ -241,7 +249,7 @@ fn write_private_spec(dir: &Path, spec: &Value) -> Result<(), CreateError> {
         return Err(fail(std::io::Error::other(reason)));
     }
     let bytes = serde_json::to_vec(spec).map_err(|e| fail(std::io::Error::other(e)))?;
-    vibe_hooks::fsio::write_new(&path, &bytes, 0o600).map_err(fail)
+    vibe_hooks::fsio::write_new(&path, &bytes, 0o600, STATE).map_err(fail)
 }
 
 /// runc's own flags that weaken the jail or write host paths as root:
@@ -328,7 +336,8 @@ fn record_engine_bundle(dir: &Path, bundle: &Path) -> Result<(), CreateError> {
         source,
     };
     let resolved = std::fs::canonicalize(bundle).map_err(fail)?;
-    vibe_hooks::fsio::write_new(&path, resolved.as_os_str().as_encoded_bytes(), 0o600).map_err(fail)
+    vibe_hooks::fsio::write_new(&path, resolved.as_os_str().as_encoded_bytes(), 0o600, STATE)
+        .map_err(fail)
 }
 
 /// The engine's bundle directory recorded at create, if any.

@@ -27,6 +27,7 @@ pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString], config: &Path)
     if !force && is_running(&root, id) {
         return;
     }
+    crate::timing::mark("scan");
     release(config, &root, id);
 }
 
@@ -38,13 +39,17 @@ pub fn release(config: &Path, root: &Path, id: &str) {
     };
     // Staged bind sources first: they are mounts inside the directory.
     crate::sys::stage::release_quietly(root, id);
+    crate::timing::mark("stage");
     if let Err(e) = vibe_hooks::remove_host_rules(id) {
         eprintln!("vibe-shim: delete: network: {e}");
     }
+    crate::timing::mark("host-rules");
     unregister_egress(config, root, id);
+    crate::timing::mark("egress");
     if let Err(e) = state_dir::remove(&dir) {
         eprintln!("vibe-shim: delete: {e}");
     }
+    crate::timing::mark("state-dir");
     // The per-root level goes with its last container (ENOTEMPTY otherwise).
     if let Some(parent) = dir.parent() {
         let _ = std::fs::remove_dir(parent);

@@ -84,6 +84,7 @@ pub fn min_private_fd(preserve_fds: Option<&OsString>) -> i32 {
 
 /// Reports a refusal on stderr and in the `--log` file; the exit code is 1.
 pub fn fail(inv: &Invocation, denial: &Denial) -> i32 {
+    crate::timing::flush(inv.verb());
     let log_path = inv.log.as_ref().map(PathBuf::from);
     log::report(&denial.to_string(), log_path.as_deref(), inv.log_is_json());
     1

@@ -36,7 +36,10 @@ fn find_runtime(configured: Option<&Path>) -> Result<(PathBuf, bool), runtime::R
 pub fn pass_through(inv: &Invocation, config_path: &Path) -> i32 {
     let configured = policy_file::runtime_path_only(config_path);
     match find_runtime(configured.as_deref()) {
-        Ok((runc, sealed)) => exec_runc(inv, &runc, sealed, inv.runc_args.clone()),
+        Ok((runc, sealed)) => {
+            crate::timing::mark("runtime");
+            exec_runc(inv, &runc, sealed, inv.runc_args.clone())
+        }
         Err(e) => fail(
             inv,
             &Denial::new(
@@ -69,6 +72,7 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf, argv: &Enforc
             return fail(inv, &denial);
         }
     };
+    crate::timing::mark("policy");
     let (runtime, sealed) = match find_runtime(policy.runtime.path.as_deref()) {
         Ok(found) => found,
         Err(e) => {
@@ -79,11 +83,13 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf, argv: &Enforc
             );
         }
     };
+    crate::timing::mark("runtime");
     let chosen = match super::profile::choose(argv, inv.root.as_deref(), config_path, policy) {
         Ok(chosen) => chosen,
         Err(e) => return fail(inv, &e.denial()),
     };
     let (config_path, policy, profile_name) = (chosen.config_path, chosen.policy, chosen.profile);
+    crate::timing::mark("profile");
     let audit_path = policy.audit.path.clone();
     let ctx = Ctx {
         config_path,
@@ -104,6 +110,7 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf, argv: &Enforc
         Enforced::Start(parsed) => super::start::prepare(&ctx, args, parsed),
         Enforced::Checkpoint(parsed) => super::checkpoint::prepare(&ctx, args, parsed),
     };
+    crate::timing::mark(verb_phase(verb));
     let mut record = AuditRecord::new(&outcome.container_id, verb, &ctx.config_path);
     record.notice = outcome.notice.as_ref();
     match &outcome.result {
@@ -114,6 +121,7 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf, argv: &Enforc
         }
     }
     let audited = audit::write(&audit_path, &record);
+    crate::timing::mark("audit");
     match outcome.result {
         Err(refusal) => {
             if let Err(e) = audited {
@@ -153,11 +161,23 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf, argv: &Enforc
                     return fail(inv, &e.denial());
                 }
             }
+            crate::timing::mark("record");
             let verb_end = inv.verb_index.map_or(0, |i| i + 1);
             let mut runc_args = inv.runc_args[..verb_end].to_vec();
             runc_args.extend(new_args);
             exec_runc(inv, &ctx.runtime, sealed, runc_args)
         }
+    }
+}
+
+/// The timing phase of an enforced verb's own work (marks need a static name).
+fn verb_phase(verb: &str) -> &'static str {
+    match verb {
+        "create" | "run" | "restore" => "judge",
+        "start" => "start-checks",
+        "exec" => "exec-judge",
+        "update" => "update-judge",
+        _ => "verb",
     }
 }
 
@@ -188,6 +208,7 @@ fn exec_runc(inv: &Invocation, runtime: &Path, sealed: bool, runc_args: Vec<OsSt
             nix::sys::signal::SigHandler::SigDfl,
         );
     }
+    crate::timing::flush(inv.verb());
     let to_c = |s: &std::ffi::OsStr| CString::new(s.as_bytes());
     let program = to_c(runtime.as_os_str());
     let argv: Result<Vec<CString>, _> = std::iter::once(runtime.as_os_str())

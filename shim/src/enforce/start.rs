@@ -52,6 +52,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &StartArgs) -> Outcome {
         .as_ref()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT));
+    crate::timing::mark("stage");
     let pid = match init_pid(&ctx.runtime, &root, &container_id) {
         Ok(pid) => pid,
         Err(e) => {
@@ -61,8 +62,11 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &StartArgs) -> Outcome {
             )
         }
     };
+    crate::timing::mark("init-pid");
     let runc_root = crate::sys::state_dir::runc_root(ctx.root.as_deref());
-    let checked = vibe_hooks::check_before_start(&container_id, pid, &ctx.policy.network)
+    let checked = vibe_hooks::check_before_start(&container_id, pid, &ctx.policy.network);
+    crate::timing::mark("network");
+    let checked = checked
         .and_then(|()| vibe_hooks::check_egress(&ctx.policy.network, &runc_root, &container_id));
     let result = match checked {
         Ok(()) => Ok((args.to_vec(), Vec::new())),

@@ -121,14 +121,14 @@ pub fn write_state(dir: &Path, bindings: &[Binding]) -> Result<(), CredentialErr
     };
     let path = dir.join(BINDINGS_FILE);
     let json = serde_json::to_vec(bindings).map_err(|e| io(&path)(std::io::Error::other(e)))?;
-    vibe_hooks::fsio::write_new(&path, &json, 0o600).map_err(io(&path))?;
+    vibe_hooks::fsio::write_new(&path, &json, 0o600, super::state_dir::STATE).map_err(io(&path))?;
     // No system roots is no error: only the credential hosts then verify.
     let roots = SYSTEM_ROOTS
         .iter()
         .find_map(|p| std::fs::read(p).ok())
         .unwrap_or_default();
     let path = dir.join(BUNDLE_FILE);
-    vibe_hooks::fsio::write_new(&path, &roots, 0o644).map_err(io(&path))
+    vibe_hooks::fsio::write_new(&path, &roots, 0o644, super::state_dir::STATE).map_err(io(&path))
 }
 
 /// The bindings create wrote for the container whose state directory is
@@ -164,8 +164,8 @@ pub fn append_ca(dir: &Path, ca_pem: &str) -> Result<(), CredentialError> {
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    file.write_all(text.as_bytes()).map_err(io)?;
-    file.sync_data().map_err(io)
+    // Not synced: the bundle lives in the container's state directory.
+    file.write_all(text.as_bytes()).map_err(io)
 }
 
 #[cfg(test)]

@@ -20,6 +20,10 @@ use std::path::{Path, PathBuf};
 
 /// Where every per-container directory lives.
 pub const BASE: &str = "/run/vibe-shim/containers";
+/// How files in a container's directory are written: not synced, since
+/// nothing in it outlives a crash that ends the container too (and on most
+/// hosts /run is a tmpfs, where fsync does nothing anyway).
+pub const STATE: vibe_hooks::fsio::Durability = vibe_hooks::fsio::Durability::Volatile;
 /// The container's notice file ([`vibe_policy::notice`]).
 pub const NOTICE_FILE: &str = "notice";
 /// runc's state directory when `--root` is not given (as root).

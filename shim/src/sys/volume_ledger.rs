@@ -170,7 +170,8 @@ fn claim_in(
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    vibe_hooks::fsio::write_new(&tmp, &bytes, 0o600).map_err(io(&tmp))?;
+    vibe_hooks::fsio::write_new(&tmp, &bytes, 0o600, vibe_hooks::fsio::Durability::Synced)
+        .map_err(io(&tmp))?;
     let linked = std::fs::hard_link(&tmp, &path);
     let _ = std::fs::remove_file(&tmp);
     match linked {
@@ -276,7 +277,13 @@ mod tests {
         let v = volume("bad");
         let path = claim_path(base.path(), &v, ID);
         state_dir::ensure_private(path.parent().unwrap()).unwrap();
-        vibe_hooks::fsio::write_new(&path, b"not json", 0o600).unwrap();
+        vibe_hooks::fsio::write_new(
+            &path,
+            b"not json",
+            0o600,
+            vibe_hooks::fsio::Durability::Volatile,
+        )
+        .unwrap();
         assert!(matches!(
             claim_in(base.path(), &v, ID, &holder("a")),
             Err(LedgerError::Parse { .. })
