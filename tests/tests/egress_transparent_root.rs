@@ -636,9 +636,14 @@ fn transparent_egress_in_a_container_namespace() {
     if std::env::var_os("VTP_SHOW").is_some() {
         eprintln!("{table}\n{text_log}");
     }
-    let routes = must(&["ip", "-n", "vtpC", "route", "show", "table", "all"]);
-    assert!(!routes.contains(" via "), "{routes}");
-    assert!(routes.contains("local default dev lo"), "{routes}");
+    for family in ["-4", "-6"] {
+        let routes = must(&["ip", family, "-n", "vtpC", "route", "show", "table", "all"]);
+        assert!(!routes.contains(" via "), "{family}: {routes}");
+        assert!(
+            routes.contains("local default dev lo"),
+            "{family}: {routes}"
+        );
+    }
 }
 
 /// An IPv6 address of the container's own (on eth0, beside its IPv4 one),
