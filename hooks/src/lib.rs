@@ -316,7 +316,10 @@ impl From<BackendError> for HookError {
 /// The whole network work for container `id` in `netns`. Open mode reads
 /// the container's addresses first, covers them in the host table, and only
 /// then lets them out of the container's table: an address that appears
-/// later has no egress until this runs again.
+/// later has no egress until this runs again. Transparent egress reads
+/// them too: a connection to one of them is the container's own, not an
+/// IP literal for the listener to refuse (an address added after start
+/// is refused as one).
 fn apply(id: &str, netns: File, net: &NetworkSection, phase: Phase) -> Result<(), HookError> {
     let backend = Backend::for_policy(net)?;
     let mut facts = Facts::default();
@@ -326,6 +329,10 @@ fn apply(id: &str, netns: File, net: &NetworkSection, phase: Phase) -> Result<()
         facts.container_addrs = in_netns(reader, container_addresses)?;
         let host = ruleset::host_table(&name, net, &facts.container_addrs);
         backend.apply(&host).map_err(host_table(&name))?;
+    } else if ruleset::is_transparent(net) {
+        // Its nat chain leaves connections to these alone.
+        let reader = clone_fd(&netns)?;
+        facts.container_addrs = in_netns(reader, container_addresses)?;
     }
     if net.mode == NetworkMode::Proxy && !net.preview_ports.is_empty() {
         let reader = clone_fd(&netns)?;

@@ -315,8 +315,13 @@ fn nfproto(w: &mut MessageWriter, family: u8, known: &mut Option<u8>) {
 
 fn encode_match(w: &mut MessageWriter, m: &Match, known: &mut Option<u8>) {
     match *m {
-        Match::Saddr(net) | Match::Daddr(net) => {
+        Match::Saddr(net) | Match::Daddr(net) | Match::DaddrNot(net) => {
             let source = matches!(m, Match::Saddr(_));
+            let op = if matches!(m, Match::DaddrNot(_)) {
+                CMP_NEQ
+            } else {
+                CMP_EQ
+            };
             let (family, offset, addr) = match net {
                 IpNet::V4(n) => (
                     NFPROTO_IPV4,
@@ -334,13 +339,13 @@ fn encode_match(w: &mut MessageWriter, m: &Match, known: &mut Option<u8>) {
             if prefix > 0 && prefix % 8 == 0 {
                 // Whole bytes: load just those, as nft does.
                 payload(w, PAYLOAD_NETWORK, offset, prefix / 8);
-                cmp(w, CMP_EQ, &addr[..prefix / 8]);
+                cmp(w, op, &addr[..prefix / 8]);
             } else {
                 payload(w, PAYLOAD_NETWORK, offset, addr.len());
                 let mask = prefix_mask(prefix, addr.len());
                 let network: Vec<u8> = addr.iter().zip(&mask).map(|(a, m)| a & m).collect();
                 bitwise(w, &mask);
-                cmp(w, CMP_EQ, &network);
+                cmp(w, op, &network);
             }
         }
         Match::Transport { protocol, ports } => {
@@ -934,11 +939,48 @@ mod tests {
             transparent: true,
             ..NetworkSection::default()
         };
-        let view = view_of(&container_table(&net, &Facts::default()));
+        let facts = Facts {
+            container_addrs: vec!["172.30.99.2".parse().unwrap()],
+            ..Facts::default()
+        };
+        let view = view_of(&container_table(&net, &facts));
         let tag = policy_tag(&net);
         assert!(view.is_ours(&tag));
         let nat: Vec<&RuleView> = view.rules.iter().filter(|r| r.chain == NAT_CHAIN).collect();
-        assert_eq!(nat.len(), 4, "2 DNS + ports 80, 443");
+        assert_eq!(nat.len(), 4, "2 DNS + TCP in each family");
+        // `ip daddr != 127.0.0.0/8 ip daddr != 172.30.99.2 meta l4proto
+        // tcp redirect to :3129` as `nft --debug=netlink` shows nft 1.0's.
+        let neq = |data: &[u8]| ExprView::Cmp {
+            op: CMP_NEQ,
+            data: data.to_vec(),
+        };
+        let daddr = |len| ExprView::Payload {
+            base: PAYLOAD_NETWORK,
+            offset: 16,
+            len,
+        };
+        let meta = || ExprView::Other("meta".into());
+        assert_eq!(
+            nat[2].exprs,
+            [
+                meta(),
+                ExprView::Cmp {
+                    op: CMP_EQ,
+                    data: vec![NFPROTO_IPV4]
+                },
+                daddr(1),
+                neq(&[127]),
+                daddr(4),
+                neq(&[172, 30, 99, 2]),
+                meta(),
+                ExprView::Cmp {
+                    op: CMP_EQ,
+                    data: vec![IPPROTO_TCP]
+                },
+                ExprView::Other("immediate".into()),
+                ExprView::Other("redir".into()),
+            ]
+        );
         let mut plain = net.clone();
         plain.transparent = false;
         assert!(

@@ -202,20 +202,24 @@ pub async fn confine_routes(
 /// The metric of transparent egress's `local default dev lo`.
 pub const LOCAL_DEFAULT_METRIC: u32 = u32::MAX;
 
-/// Transparent egress: `local default dev lo` (IPv4, main table), so every
-/// destination off the container's own link is delivered to its own
-/// loopback. A query to whatever nameserver its resolv.conf names then
-/// reaches the nat chain's redirect to the answerer, and a fake address
-/// reaches the transparent listener; an IP literal reaches nothing but the
-/// container itself (refused at once). A route on loopback only: nothing is
-/// routed off it. Replaces itself, so it can run at create and at start.
-/// Its metric is the highest there is: an engine that sets the container's
-/// gateway only after create (Docker 28) adds its `default via` beside it
-/// (same destination, metric 0: no EEXIST), and the start check removes
-/// that one, as in every loopback-only mode, before the process runs.
+/// Transparent egress: `local default dev lo` in each family (main table),
+/// so every destination off the container's own link is delivered to its
+/// own loopback. A query to whatever nameserver its resolv.conf names then
+/// reaches the nat chain's redirect to the answerer, and every other TCP
+/// connection (to a fake address, or an IP literal of either family)
+/// reaches the transparent listener, which serves or refuses it and logs
+/// it. Routes on loopback only: nothing is routed off it. Replaces itself,
+/// so it can run at create and at start. Its metric is the highest there
+/// is: an engine that sets the container's gateway only after create
+/// (Docker 28) adds its `default via` beside it (same destination, metric
+/// 0: no EEXIST), and the start check removes that one, as in every
+/// loopback-only mode, before the process runs. A namespace with IPv6
+/// disabled (Docker's default without an IPv6 network) refuses the IPv6
+/// route; it sends no IPv6 packet at all, so there is nothing to route.
 pub async fn local_default_on_lo(handle: &Handle) -> Result<(), RouteError> {
     // The loopback device is ifindex 1 in every namespace.
     const LO: u32 = 1;
+    let scope = netlink_packet_route::route::RouteScope::Host;
     handle
         .route()
         .add()
@@ -223,7 +227,7 @@ pub async fn local_default_on_lo(handle: &Handle) -> Result<(), RouteError> {
         .destination_prefix(std::net::Ipv4Addr::UNSPECIFIED, 0)
         .priority(LOCAL_DEFAULT_METRIC)
         .kind(RouteType::Local)
-        .scope(netlink_packet_route::route::RouteScope::Host)
+        .scope(scope)
         .output_interface(LO)
         .replace()
         .execute()
@@ -231,7 +235,34 @@ pub async fn local_default_on_lo(handle: &Handle) -> Result<(), RouteError> {
         .map_err(|source| RouteError::Netlink {
             what: "add route local default dev lo".into(),
             source: Box::new(source),
-        })
+        })?;
+    let v6 = handle
+        .route()
+        .add()
+        .v6()
+        .destination_prefix(std::net::Ipv6Addr::UNSPECIFIED, 0)
+        .priority(LOCAL_DEFAULT_METRIC)
+        .kind(RouteType::Local)
+        .scope(scope)
+        .output_interface(LO)
+        .replace()
+        .execute()
+        .await;
+    match v6 {
+        Err(rtnetlink::Error::NetlinkError(e)) if ipv6_off(e.raw_code()) => Ok(()),
+        other => other.map_err(|source| RouteError::Netlink {
+            what: "add route local default dev lo (IPv6)".into(),
+            source: Box::new(source),
+        }),
+    }
+}
+
+/// The errors of an IPv6 route add when the namespace has no IPv6: EACCES
+/// ("IPv6 is disabled on nexthop device"), EAFNOSUPPORT (no IPv6 in the
+/// kernel).
+fn ipv6_off(code: i32) -> bool {
+    let errno = code.abs();
+    errno == nix::libc::EACCES || errno == nix::libc::EAFNOSUPPORT
 }
 
 async fn dump(handle: &Handle, version: IpVersion) -> Result<Vec<RouteMessage>, RouteError> {

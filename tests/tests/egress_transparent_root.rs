@@ -636,9 +636,175 @@ fn transparent_egress_in_a_container_namespace() {
     if std::env::var_os("VTP_SHOW").is_some() {
         eprintln!("{table}\n{text_log}");
     }
-    let routes = must(&["ip", "-n", "vtpC", "route", "show", "table", "all"]);
-    assert!(!routes.contains(" via "), "{routes}");
-    assert!(routes.contains("local default dev lo"), "{routes}");
+    for family in ["-4", "-6"] {
+        let routes = must(&["ip", family, "-n", "vtpC", "route", "show", "table", "all"]);
+        assert!(!routes.contains(" via "), "{family}: {routes}");
+        assert!(
+            routes.contains("local default dev lo"),
+            "{family}: {routes}"
+        );
+    }
+}
+
+/// An IPv6 address of the container's own (on eth0, beside its IPv4 one),
+/// and one of the same link that no one holds.
+const CONTAINER_IP6: &str = "2001:db8:7470:134::2";
+const ON_LINK_IP6: &str = "2001:db8:7470:134::1";
+/// The test host's IPv6 address (on its lo; nothing routes there).
+const TEST_HOST6: &str = "2001:db8:7470::130";
+
+/// Opens argv[3] TCP connections to argv[1]:argv[2] one after another,
+/// each closed at once; prints how many connected.
+const FLOOD_PY: &str = r#"
+import socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ok = 0
+for _ in range(n):
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        ok += 1
+    except OSError:
+        pass
+print("connected", ok)
+"#;
+
+/// An address the container's answerer never gave (the allowed host's own
+/// address, the host's side of the link, on any port, in either family) is
+/// refused by the transparent listener and logged, with a 403 naming
+/// vibe-shim for plain HTTP, and those lines count against the container's
+/// log budget like any other. Loopback and the container's own addresses
+/// are not caught.
+#[test]
+#[ignore = "needs root and network namespaces"]
+fn ip_literals_are_refused_and_logged() {
+    let mut rig = Rig::new();
+    rig.provider.ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{TEST_HOST6}/128"),
+        "dev",
+        "lo",
+    ]);
+    rig.container.ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{CONTAINER_IP6}/64"),
+        "dev",
+        "eth0",
+        "nodad",
+    ]);
+    // A server of the container's own, on every address (dual-stack).
+    rig.container.tcp_server(8070);
+    std::fs::write(rig.dir.path().join("flood.py"), FLOOD_PY).unwrap();
+    rig.create_and_start();
+
+    let get = format!("GET / HTTP/1.1\r\nHost: {ALLOWED}\r\n\r\n");
+    // Off the link (delivered to lo), on it (routed to eth0), on a port an
+    // entry names and one none does, IPv4 and IPv6.
+    let literals = [
+        (TEST_HOST, 80),
+        (TEST_HOST, 8080),
+        (TEST_HOST, 5432),
+        (GATEWAY, 80),
+        (TEST_HOST6, 80),
+        (ON_LINK_IP6, 443),
+    ];
+    for (host, port) in literals {
+        let t = text(&rig.nc(host, port, &get));
+        assert!(
+            t.starts_with("HTTP/1.1 403 Forbidden"),
+            "{host} {port}: {t}"
+        );
+        assert!(
+            t.contains("\r\n\r\nvibe-shim egress: denied ") && t.contains("an IP literal"),
+            "{host} {port}: {t}"
+        );
+        assert!(!t.contains("\nok"), "{host} {port}: {t}");
+    }
+    // TLS to the literal: closed (no HTTP answer for a TLS client).
+    let hello = rig.py("hello.py", &[TEST_HOST, "443", ALLOWED]);
+    assert!(hello.contains("got closed"), "{hello}");
+    // A fake address on a port no entry names: judged by name, refused.
+    let fake = rig.dns(RESOLVER, ALLOWED, false);
+    let fake = fake.trim_start_matches("rcode=0 a=").to_string();
+    let t = text(&rig.nc(&fake, 5432, &get));
+    assert!(t.starts_with("HTTP/1.1 403"), "{t}");
+
+    let lines = rig.log_until(|l| {
+        l.iter()
+            .filter(|l| l["kind"] == "transparent" && l["decision"] == "deny")
+            .count()
+            > literals.len()
+    });
+    let text_log = lines
+        .iter()
+        .map(|l| l.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut expected: Vec<(&str, u16)> = literals.to_vec();
+    expected.push((TEST_HOST, 443));
+    for (host, port) in expected {
+        let address = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        assert!(
+            lines.iter().any(|l| l["kind"] == "transparent"
+                && l["decision"] == "deny"
+                && l["container"] == ID
+                && l["host"] == host
+                && l["port"] == port
+                && l["address"] == address.as_str()
+                && l["rule"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("an IP literal"))),
+            "{address} not logged:\n{text_log}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l["kind"] == "transparent-http"
+            && l["decision"] == "deny"
+            && l["host"] == ALLOWED
+            && l["port"] == 5432),
+        "{text_log}"
+    );
+
+    // Not caught: loopback and the container's own addresses, either family.
+    for host in ["127.0.0.1", CONTAINER_IP, "::1", CONTAINER_IP6] {
+        let t = text(&rig.nc(host, 8070, ""));
+        assert!(t.contains("ok"), "{host}: {t}\n{}", rig.stderr());
+    }
+    // The proxy's own listener.
+    let out = rig.nc(
+        "127.0.0.1",
+        3128,
+        &format!("GET http://{ALLOWED}/ HTTP/1.1\r\nHost: {ALLOWED}\r\n\r\n"),
+    );
+    assert!(text(&out).contains("ok"), "{}", text(&out));
+
+    // A flood of literals: past the burst, lines are counted, not written,
+    // and the count goes out with the next line.
+    let lines = rig.log_until(|l| l.iter().any(|l| l["kind"] == "http"));
+    assert!(!lines.iter().any(|l| l["port"] == 8070), "{text_log}");
+    let before = lines.len();
+    // More than the burst (500) and what the rate (50 a second) refills
+    // while they run, even on a slow machine (over 60 a second for 40 s).
+    const FLOOD: u64 = 2500;
+    let out = rig.py("flood.py", &[TEST_HOST, "5432", &FLOOD.to_string()]);
+    assert!(out.contains(&format!("connected {FLOOD}")), "{out}");
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = rig.nc(TEST_HOST, 5433, "");
+    // The last line is that one's, with the count of those not written.
+    let lines = rig.log_until(|l| l.iter().any(|l| l["port"] == 5433));
+    let written = (lines.len() - before) as u64;
+    let suppressed: u64 = lines.iter().filter_map(|l| l["suppressed"].as_u64()).sum();
+    assert!(suppressed > 0, "{written} lines, none suppressed");
+    // Each connection, the last one included, is a line or in a count.
+    assert_eq!(written + suppressed, FLOOD + 1, "{written} written");
+    assert_eq!(lines.last().map(|l| l["port"].clone()), Some(5433.into()));
 }
 
 /// Per-connection time until the test host's "ok", through CONNECT and

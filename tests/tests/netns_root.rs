@@ -889,6 +889,39 @@ fn preview_ports_let_in_only_the_host_bridge_address() {
             assert!(listings[0].contains(&line), "{line:?} in\n{}", listings[0]);
         }
     }
+    // Transparent egress's nat chain takes only connections the container
+    // opens: a preview port's inbound ones are served as before, and one
+    // to its own address stays its own. Out to the host's side it is an IP
+    // literal for the listener (none here: refused either way).
+    let transparent = NetworkSection {
+        transparent: true,
+        ..net.clone()
+    };
+    run_network_hook(&state(pid, Path::new("/nonexistent")), &transparent).unwrap();
+    check_before_start(ID, pid, &transparent).unwrap();
+    let listing = table(&container);
+    assert!(
+        listing.contains(&format!(
+            "ip daddr != 127.0.0.0/8 ip daddr != {addr} meta l4proto tcp redirect to :3129"
+        )),
+        "{listing}"
+    );
+    assert!(
+        netns::host_fetch(&addr, 8000, "ok"),
+        "transparent: host to a preview port"
+    );
+    assert!(
+        !netns::host_fetch(&addr, 9000, "ok"),
+        "transparent: host to an unlisted port"
+    );
+    assert!(
+        container.tcp_answers(&addr, 9000),
+        "transparent: its own address"
+    );
+    assert!(
+        !container.tcp_answers(&gw, host_port),
+        "transparent: out to the host"
+    );
     drop(container);
     drop(links);
     guard.assert_host_unchanged();

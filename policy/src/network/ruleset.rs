@@ -26,13 +26,12 @@
 //! netfilter hooks, which waits for an RCU grace period.
 
 use std::fmt::{self, Write as _};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::config::{policy_tag, AllowRule, NetworkMode, NetworkSection, PortRange, Protocol};
-use crate::egress::dns::{DNS_PORT, FAKE_NET};
+use crate::egress::dns::DNS_PORT;
 use crate::egress::transparent::TRANSPARENT_PORT;
 use crate::lang::container_id;
-use crate::lang::hosts::HostPattern;
 use ipnet::IpNet;
 
 /// Family and name of the one table the hook owns.
@@ -49,8 +48,10 @@ pub use super::denyset::{PRIVATE_V4, PRIVATE_V6};
 /// What the ruleset depends on besides the policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
-    /// The container's addresses (not loopback, not link-local), used by
-    /// open mode; read inside its namespace.
+    /// The container's addresses (not loopback, not link-local), read
+    /// inside its namespace: open mode lets out only packets from them,
+    /// and transparent egress leaves connections to them alone (a server
+    /// of the container's own, reached on its own address).
     pub container_addrs: Vec<IpAddr>,
     /// Mode proxy with `preview_ports`: the engine's host side of the
     /// container's bridge ([`preview_sources`]), the only source new
@@ -97,6 +98,9 @@ pub enum Match {
     Saddr(IpNet),
     /// `ip daddr NET` / `ip6 daddr NET` (the family follows the address).
     Daddr(IpNet),
+    /// `ip daddr != NET` / `ip6 daddr != NET`: a packet of that family to
+    /// anywhere else.
+    DaddrNot(IpNet),
     /// `meta l4proto tcp`, or `tcp dport LO[-HI]` with ports.
     Transport {
         protocol: Protocol,
@@ -263,7 +267,7 @@ pub fn container_table(net: &NetworkSection, facts: &Facts) -> Table {
             rules: Vec::new(),
         },
     ];
-    chains.extend(transparent_chain(net));
+    chains.extend(transparent_chain(net, facts));
     Table {
         name: TABLE_NAME.to_string(),
         chains,
@@ -516,12 +520,17 @@ pub fn is_transparent(net: &NetworkSection) -> bool {
 
 /// Transparent egress's nat chain (output hook, before the engine's nat):
 /// DNS to any address, both transports, goes to the daemon's answerer on
-/// the namespace's loopback ([`DNS_PORT`]); TCP to a fake address
-/// ([`FAKE_NET`]) on a port some `[network] hosts` entry can allow goes to
-/// its transparent listener ([`TRANSPARENT_PORT`]). `redirect` rewrites
-/// the destination to 127.0.0.1 (::1), so nothing here routes off
-/// loopback. Nothing for any other policy.
-pub fn transparent_chain(net: &NetworkSection) -> Option<Chain> {
+/// the namespace's loopback ([`DNS_PORT`]); every other new TCP connection
+/// goes to its transparent listener ([`TRANSPARENT_PORT`]), except one to
+/// loopback (the proxy's own listener, the container's local servers) or
+/// to one of the container's own addresses (`facts.container_addrs`: a
+/// dev server reached on eth0's address). The listener serves a fake
+/// address the answerer gave and refuses, with its log line, everything
+/// else: an IP literal, any port. Only new connections pass a nat chain,
+/// so the replies of a preview port's inbound connections never meet it.
+/// `redirect` rewrites the destination to 127.0.0.1 (::1), so nothing here
+/// routes off loopback. Nothing for any other policy.
+pub fn transparent_chain(net: &NetworkSection, facts: &Facts) -> Option<Chain> {
     if !is_transparent(net) {
         return None;
     }
@@ -535,20 +544,23 @@ pub fn transparent_chain(net: &NetworkSection) -> Option<Chain> {
             Verdict::Redirect(DNS_PORT),
         ));
     }
-    let fake = IpNet::V4(
-        ipnet::Ipv4Net::new(FAKE_NET.0, FAKE_NET.1).unwrap_or_else(|_| ipnet::Ipv4Net::default()),
-    );
-    for port in transparent_ports(net) {
-        rules.push(Rule::new(
-            vec![
-                Match::Daddr(fake),
-                Match::Transport {
-                    protocol: Protocol::Tcp,
-                    ports: Some((port, port)),
-                },
-            ],
-            Verdict::Redirect(TRANSPARENT_PORT),
-        ));
+    let loopback: [IpNet; 2] = [
+        IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::new(127, 0, 0, 0), 8).unwrap_or_default()),
+        IpNet::from(IpAddr::from(Ipv6Addr::LOCALHOST)),
+    ];
+    let own = sorted(&facts.container_addrs);
+    for lo in loopback {
+        let mut matches = vec![Match::DaddrNot(lo)];
+        matches.extend(
+            own.iter()
+                .filter(|a| a.is_ipv6() == lo.addr().is_ipv6())
+                .map(|a| Match::DaddrNot(IpNet::from(*a))),
+        );
+        matches.push(Match::Transport {
+            protocol: Protocol::Tcp,
+            ports: None,
+        });
+        rules.push(Rule::new(matches, Verdict::Redirect(TRANSPARENT_PORT)));
     }
     Some(Chain {
         hook: Hook::Output,
@@ -558,28 +570,14 @@ pub fn transparent_chain(net: &NetworkSection) -> Option<Chain> {
     })
 }
 
-/// The ports the transparent listener takes: `[network] ports` and every
-/// port a `hosts` entry names, ascending, once each.
-pub fn transparent_ports(net: &NetworkSection) -> Vec<u16> {
-    let mut ports = net.ports.clone();
-    ports.extend(
-        net.hosts
-            .iter()
-            .filter_map(|h| h.parse::<HostPattern>().ok())
-            .filter_map(|p| p.port()),
-    );
-    ports.sort_unstable();
-    ports.dedup();
-    ports
-}
-
 /// The filter output rules transparent egress adds, after the loopback
 /// accept: a query to a nameserver on the container's own link (podman's
-/// gateway resolver) was routed to that link before the nat chain
+/// gateway resolver), or a connection to an address there (the gateway,
+/// another container), was routed to that link before the nat chain
 /// redirected it, and the filter chain still sees that device. These
 /// accept it by its rewritten destination, which is loopback's (127.0.0.1
-/// or ::1, the answerer's port), and which the kernel only ever delivers
-/// over lo.
+/// or ::1, the answerer's or the listener's port), and which the kernel
+/// only ever delivers over lo.
 pub fn transparent_accepts(net: &NetworkSection) -> Vec<Rule> {
     if !is_transparent(net) {
         return Vec::new();
@@ -589,13 +587,18 @@ pub fn transparent_accepts(net: &NetworkSection) -> Vec<Rule> {
         IpAddr::from([127, 0, 0, 1]),
         IpAddr::from(Ipv6Addr::LOCALHOST),
     ] {
-        for protocol in [Protocol::Udp, Protocol::Tcp] {
+        let ports = [
+            (Protocol::Udp, DNS_PORT),
+            (Protocol::Tcp, DNS_PORT),
+            (Protocol::Tcp, TRANSPARENT_PORT),
+        ];
+        for (protocol, port) in ports {
             rules.push(Rule::new(
                 vec![
                     Match::Daddr(IpNet::from(lo)),
                     Match::Transport {
                         protocol,
-                        ports: Some((DNS_PORT, DNS_PORT)),
+                        ports: Some((port, port)),
                     },
                 ],
                 Verdict::Accept,
@@ -707,16 +710,16 @@ impl fmt::Display for Rule {
 impl fmt::Display for Match {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Match::Saddr(net) | Match::Daddr(net) => {
+            Match::Saddr(net) | Match::Daddr(net) | Match::DaddrNot(net) => {
                 let family = if matches!(net, IpNet::V4(_)) {
                     "ip"
                 } else {
                     "ip6"
                 };
-                let field = if matches!(self, Match::Saddr(_)) {
-                    "saddr"
-                } else {
-                    "daddr"
+                let field = match self {
+                    Match::Saddr(_) => "saddr",
+                    Match::DaddrNot(_) => "daddr !=",
+                    _ => "daddr",
                 };
                 write!(f, "{family} {field} {}", net_text(net))
             }
@@ -883,8 +886,10 @@ table inet vibe_shim {{\n\
 \t\tmeta oiftype loopback accept comment \"{tag}\"\n\
 \t\tip daddr 127.0.0.1 udp dport 3153 accept\n\
 \t\tip daddr 127.0.0.1 tcp dport 3153 accept\n\
+\t\tip daddr 127.0.0.1 tcp dport 3129 accept\n\
 \t\tip6 daddr ::1 udp dport 3153 accept\n\
 \t\tip6 daddr ::1 tcp dport 3153 accept\n\
+\t\tip6 daddr ::1 tcp dport 3129 accept\n\
 \t\treject with icmpx admin-prohibited\n\
 \t}}\n\
 \tchain input {{\n\
@@ -898,14 +903,17 @@ table inet vibe_shim {{\n\
 \t\ttype nat hook output priority -150; policy accept;\n\
 \t\tudp dport 53 redirect to :3153\n\
 \t\ttcp dport 53 redirect to :3153\n\
-\t\tip daddr 198.18.0.0/15 tcp dport 22 redirect to :3129\n\
-\t\tip daddr 198.18.0.0/15 tcp dport 80 redirect to :3129\n\
-\t\tip daddr 198.18.0.0/15 tcp dport 443 redirect to :3129\n\
-\t\tip daddr 198.18.0.0/15 tcp dport 8443 redirect to :3129\n\
+\t\tip daddr != 127.0.0.0/8 ip daddr != 172.30.99.2 meta l4proto tcp redirect to :3129\n\
+\t\tip6 daddr != ::1 ip6 daddr != fd42::2 meta l4proto tcp redirect to :3129\n\
 \t}}\n\
 }}\n"
         );
-        assert_eq!(ruleset(&container_table(&net, &Facts::default())), expected);
+        // The container's own addresses, as the start check reads them.
+        let facts = Facts {
+            container_addrs: addrs(&["172.30.99.2", "fd42::2"]),
+            ..Facts::default()
+        };
+        assert_eq!(ruleset(&container_table(&net, &facts)), expected);
         let mut off = net.clone();
         off.transparent = false;
         assert_ne!(policy_tag(&off), tag);
@@ -919,10 +927,14 @@ table inet vibe_shim {{\n\
         let mut net = section(NetworkMode::Proxy, &[], true);
         net.hosts = vec!["*.example.com:1-65535".into()];
         net.transparent = true;
-        let table = container_table(&net, &Facts::default());
+        let facts = Facts {
+            container_addrs: addrs(&["172.30.99.2", "fd42::2"]),
+            preview_sources: addrs(&["172.30.99.1"]),
+        };
+        let table = container_table(&net, &facts);
         let mut plain = net.clone();
         plain.transparent = false;
-        let before = container_table(&plain, &Facts::default());
+        let before = container_table(&plain, &facts);
         // The tags differ (they name the policy); the rules are compared
         // without them.
         let untagged = |t: &Table| -> Vec<Chain> {
@@ -955,16 +967,51 @@ table inet vibe_shim {{\n\
         assert_eq!(output.last(), old.last());
     }
 
+    /// Every new TCP connection the container opens goes to the listener
+    /// (which refuses, and logs, an address its answerer did not give),
+    /// whatever the address and port, except to loopback and to the
+    /// container's own addresses; one rule per family, each of them ending
+    /// in the redirect.
     #[test]
-    fn transparent_ports_are_the_ports_and_every_named_port() {
+    fn transparent_redirects_all_tcp_but_loopback_and_own_addresses() {
         let mut net = section(NetworkMode::Proxy, &[], false);
-        net.ports = vec![443, 80];
-        net.hosts = vec![
-            "a.example:8080".into(),
-            "b.example:80".into(),
-            "c.example".into(),
-        ];
-        assert_eq!(transparent_ports(&net), [80, 443, 8080]);
+        net.hosts = vec!["api.example.com".into()];
+        net.transparent = true;
+        let facts = Facts {
+            container_addrs: addrs(&["fd42::2", "172.30.99.2", "172.30.99.3", "172.30.99.2"]),
+            ..Facts::default()
+        };
+        let nat = transparent_chain(&net, &facts).unwrap();
+        let catch_all: Vec<String> = nat.rules[2..].iter().map(Rule::to_string).collect();
+        assert_eq!(
+            catch_all,
+            [
+                "ip daddr != 127.0.0.0/8 ip daddr != 172.30.99.2 ip daddr != 172.30.99.3 meta l4proto tcp redirect to :3129",
+                "ip6 daddr != ::1 ip6 daddr != fd42::2 meta l4proto tcp redirect to :3129",
+            ]
+        );
+        // No port in them: an IP literal on any port, and a fake address
+        // on a port no entry names, reach the listener's refusal.
+        for rule in &nat.rules[2..] {
+            assert!(!rule
+                .matches
+                .iter()
+                .any(|m| matches!(m, Match::Transport { ports: Some(_), .. })));
+            assert_eq!(rule.verdict, Verdict::Redirect(TRANSPARENT_PORT));
+        }
+        // No addresses known yet (Docker 28 before start): loopback only.
+        let early = transparent_chain(&net, &Facts::default()).unwrap();
+        assert_eq!(
+            early.rules[2].to_string(),
+            "ip daddr != 127.0.0.0/8 meta l4proto tcp redirect to :3129"
+        );
+        // The preview sources are no exception: a connection the
+        // container opens to the host side is an IP literal like any.
+        let with_preview = Facts {
+            preview_sources: addrs(&["172.30.99.1"]),
+            ..facts.clone()
+        };
+        assert_eq!(transparent_chain(&net, &with_preview), Some(nat));
     }
 
     /// Before start, the loopback-only modes let out only the engine's

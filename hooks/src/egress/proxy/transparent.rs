@@ -1,11 +1,13 @@
 //! Transparent egress's listener: connections the container's nat chain
-//! redirected to it (TCP to a fake address on a port some `[network] hosts`
-//! entry can allow). The original destination (`SO_ORIGINAL_DST`) only
-//! says which name the client resolved: the fake address must be one the
+//! redirected to it (every new TCP connection but to loopback and to the
+//! container's own addresses). The original destination (`SO_ORIGINAL_DST`)
+//! only says which name the client resolved: it must be a fake address the
 //! container's answerer gave, and the TLS SNI or the HTTP `Host` must be
 //! that name ([`vibe_policy::egress::transparent`]). From there the
 //! connection is judged, resolved, vetted, dialled and logged by the one
-//! path a CONNECT (TLS) or an absolute-form request (HTTP) takes.
+//! path a CONNECT (TLS) or an absolute-form request (HTTP) takes. Any other
+//! destination (an IP literal, a fake address never given) is refused and
+//! logged at once, then answered a 403 if it turns out to be plain HTTP.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 use vibe_policy::egress::dns::is_fake;
 use vibe_policy::egress::request::{Body, Request, Target};
-use vibe_policy::egress::transparent::{asked, Asked};
+use vibe_policy::egress::transparent::{asked, Asked, AskedError};
 use vibe_policy::egress::{Decision, Host};
 
 use super::{Conn, Container, Fakes, Outcome, Proxy, Via};
@@ -40,10 +42,6 @@ const KIND: &str = "transparent";
 impl Conn {
     pub(super) async fn run_transparent(mut self, fakes: Fakes) {
         let s = &self.proxy.settings;
-        let (header_timeout, cap) = (
-            s.header_timeout,
-            s.max_header_bytes.max(s.max_client_hello_bytes),
-        );
         if self._permit.is_none() {
             let why = format!("too many connections (limit {})", s.max_connections);
             self.log(&Outcome::new(Decision::deny("", 0, why), KIND));
@@ -67,33 +65,28 @@ impl Conn {
             _ => None,
         };
         let Some(name) = name else {
-            let why = "an address the container's DNS answerer did not give for a name \
-                       (an IP literal, or an old answer since given to another name)";
+            let why = if matches!(dst.ip(), IpAddr::V4(ip) if is_fake(ip)) {
+                "a fake address the container's DNS answerer has not given for any name \
+                 (or gave before the egress daemon restarted): resolve the name again"
+            } else {
+                "an IP literal, not an address the container's DNS answerer gave for a name \
+                 (transparent egress reaches allowed names by name only)"
+            };
             let mut o = Outcome::new(Decision::deny(&dst.ip().to_string(), port, why), KIND);
             o.address = Some(dst);
+            // At once: a client that never sends still leaves its line.
             self.log(&o);
+            let mut buf = Vec::new();
+            let _ = self.read_first(&mut buf, port, None).await;
+            // Plain HTTP can read why; anything else is closed.
+            if buf.first().is_some_and(u8::is_ascii_uppercase) {
+                self.respond(403, "Forbidden", &o.decision.refusal_line())
+                    .await;
+            }
             return;
         };
         let mut buf = Vec::with_capacity(2048);
-        let first = tokio::time::timeout(header_timeout, async {
-            let mut chunk = [0u8; 4096];
-            loop {
-                match asked(&buf, port, Some(&name), cap) {
-                    Ok(Some(a)) => return Ok(Some(a)),
-                    Ok(None) => {}
-                    Err(e) => return Err(e),
-                }
-                match self.client.read(&mut chunk).await {
-                    Ok(0) | Err(_) => return Ok(None),
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-        })
-        .await;
-        self.via = match buf.first() {
-            Some(22) => Via::Tls,
-            _ => Via::Http,
-        };
+        let first = self.read_first(&mut buf, port, Some(&name)).await;
         let asked = match first {
             Err(_) => {
                 let why = "no TLS ClientHello or HTTP request head in time \
@@ -137,6 +130,44 @@ impl Conn {
             }
         };
         self.log(&outcome);
+    }
+
+    /// Reads the first bytes of a redirected connection into `buf` until
+    /// they say what they ask for ([`asked`]; `name`: the one the client
+    /// resolved), within the header timeout, and sets `via` by the first
+    /// byte. The outer `Err`: the timeout; `Ok(None)`: closed first.
+    async fn read_first(
+        &mut self,
+        buf: &mut Vec<u8>,
+        port: u16,
+        name: Option<&str>,
+    ) -> Result<Result<Option<Asked>, AskedError>, tokio::time::error::Elapsed> {
+        let s = &self.proxy.settings;
+        let (header_timeout, cap) = (
+            s.header_timeout,
+            s.max_header_bytes.max(s.max_client_hello_bytes),
+        );
+        let client = &mut self.client;
+        let first = tokio::time::timeout(header_timeout, async {
+            let mut chunk = [0u8; 4096];
+            loop {
+                match asked(buf, port, name, cap) {
+                    Ok(Some(a)) => return Ok(Some(a)),
+                    Ok(None) => {}
+                    Err(e) => return Err(e),
+                }
+                match client.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return Ok(None),
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+        })
+        .await;
+        self.via = match buf.first() {
+            Some(22) => Via::Tls,
+            _ => Via::Http,
+        };
+        first
     }
 
     /// Refuses a redirected connection whose first bytes were not judged
