@@ -226,8 +226,10 @@ pub fn check_before_start(id: &str, pid: i32, net: &NetworkSection) -> Result<()
 /// to the namespace when nothing changed since create: the engine's
 /// create-time rule is closed by [`ruleset::start_gate`] added in front of
 /// it, a transaction that deletes nothing and so waits for nothing, and the
-/// route work is done again. Preview ports whose host side the engine set
-/// up only after create (Docker 28) get the whole table rebuilt instead.
+/// route work is done again. When the engine set up the interface only
+/// after create (Docker 28), so that preview ports' host side or the own
+/// addresses transparent egress leaves alone are new, the whole table is
+/// rebuilt instead.
 fn start_loopback_only(id: &str, netns: File, net: &NetworkSection) -> Result<(), HookError> {
     let expected = vibe_policy::config::policy_tag(net);
     let backend = Backend::for_policy(net)?;
@@ -238,6 +240,7 @@ fn start_loopback_only(id: &str, netns: File, net: &NetworkSection) -> Result<()
         true => Some(host_bridges()?),
         false => None,
     };
+    let transparent = ruleset::is_transparent(net);
     let reader = clone_fd(&netns)?;
     let done = in_netns(reader, move || {
         let table = nftables::read_table()?.ok_or(HookError::TableMissing)?;
@@ -249,15 +252,27 @@ fn start_loopback_only(id: &str, netns: File, net: &NetworkSection) -> Result<()
             Some(_) => None,
             None => table.tagged(ruleset::UNTIL_START_TAG).map(|r| r.handle),
         };
-        if let (Some(_), Some(bridges)) = (open_rule, &bridges) {
-            let mut wanted = ruleset::preview_sources(&own_subnets()?, bridges);
-            let mut have = table.preview_sources();
-            for list in [&mut wanted, &mut have] {
-                list.sort();
-                list.dedup();
+        if open_rule.is_some() {
+            // Facts the engine may have changed since create (Docker 28
+            // adds the interface after it): the table must name them.
+            let mut stale = Vec::new();
+            if let Some(bridges) = &bridges {
+                stale.push((
+                    ruleset::preview_sources(&own_subnets()?, bridges),
+                    table.preview_sources(),
+                ));
             }
-            if wanted != have {
-                return Ok(false);
+            if transparent {
+                stale.push((container_addresses()?, table.nat_exempt_addrs()));
+            }
+            for (mut wanted, mut have) in stale {
+                for list in [&mut wanted, &mut have] {
+                    list.sort();
+                    list.dedup();
+                }
+                if wanted != have {
+                    return Ok(false);
+                }
             }
         }
         if let Some(handle) = open_rule {

@@ -785,6 +785,31 @@ impl TableView {
         self.full_saddrs("input", true)
     }
 
+    /// The container's own addresses transparent egress's nat chain leaves
+    /// alone (`ip daddr != ADDR`, full addresses other than loopback).
+    pub fn nat_exempt_addrs(&self) -> Vec<IpAddr> {
+        let mut found = Vec::new();
+        for rule in self.rules.iter().filter(|r| r.chain == NAT_CHAIN) {
+            for pair in rule.exprs.windows(2) {
+                let [ExprView::Payload {
+                    base: PAYLOAD_NETWORK,
+                    offset,
+                    len,
+                }, ExprView::Cmp { op: CMP_NEQ, data }] = pair
+                else {
+                    continue;
+                };
+                let addr = match (*offset, *len) {
+                    (16, 4) => <[u8; 4]>::try_from(data.as_slice()).ok().map(IpAddr::from),
+                    (24, 16) => <[u8; 16]>::try_from(data.as_slice()).ok().map(IpAddr::from),
+                    _ => None,
+                };
+                found.extend(addr.filter(|a| !a.is_loopback()));
+            }
+        }
+        found
+    }
+
     /// Rules of `chain` that are a full source address then accept, or
     /// (`more`) begin with one and end in accept.
     fn full_saddrs(&self, chain: &str, more: bool) -> Vec<IpAddr> {
@@ -1036,6 +1061,36 @@ mod tests {
             }
         }
         assert_eq!(view.source_addrs(), facts.container_addrs);
+    }
+
+    /// What the start check compares with the facts it reads again: the
+    /// preview sources and the own addresses transparent egress exempts.
+    #[test]
+    fn start_facts_read_back() {
+        let net = NetworkSection {
+            mode: NetworkMode::Proxy,
+            hosts: vec!["api.example.com".into()],
+            transparent: true,
+            preview_ports: vec!["8000".parse().unwrap(), "3000-3999".parse().unwrap()],
+            ..NetworkSection::default()
+        };
+        let facts = Facts {
+            container_addrs: vec!["172.30.99.2".parse().unwrap(), "fd42::2".parse().unwrap()],
+            preview_sources: vec!["172.30.99.1".parse().unwrap()],
+        };
+        let view = view_of(&vibe_policy::network::ruleset::creating_table(&net, &facts));
+        let mut exempt = view.nat_exempt_addrs();
+        exempt.sort();
+        assert_eq!(exempt, facts.container_addrs);
+        let mut previews = view.preview_sources();
+        previews.dedup();
+        assert_eq!(previews, facts.preview_sources);
+        let bare = view_of(&container_table(&net, &Facts::default()));
+        assert!(bare.nat_exempt_addrs().is_empty());
+        assert!(bare.preview_sources().is_empty());
+        // The handle of the rule the gate goes in front of is read too.
+        let until = view.tagged(vibe_policy::network::ruleset::UNTIL_START_TAG);
+        assert!(until.is_some_and(|r| r.chain == "output"));
     }
 
     #[test]

@@ -611,7 +611,13 @@ fn transparent_egress_in_a_container_namespace() {
         "vibe_shim",
     ]);
     let mut chain = String::new();
+    let mut previous = "";
     for line in table.lines().map(str::trim) {
+        // The engine's create-time rule, closed by the start gate in front.
+        let gated = line.contains(vibe_policy::network::ruleset::UNTIL_START_TAG)
+            && previous.contains(vibe_policy::network::ruleset::FROM_START_TAG)
+            && previous.starts_with("icmpv6 type nd-neighbor-advert reject");
+        previous = line;
         if let Some(name) = line.strip_prefix("chain ") {
             chain = name.trim_end_matches(" {").to_string();
             continue;
@@ -624,6 +630,7 @@ fn transparent_egress_in_a_container_namespace() {
             "transparent" => assert!(line.contains(" redirect to :"), "{line}\n{table}"),
             "output" => assert!(
                 !line.contains("accept")
+                    || gated
                     || line.starts_with("meta oiftype loopback accept")
                     || line.starts_with("ip daddr 127.0.0.1 ")
                     || line.starts_with("ip6 daddr ::1 "),
