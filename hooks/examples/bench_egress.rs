@@ -33,6 +33,11 @@
 //! upstream's socket paced at each `--rates` rate (default 1,10 Gbit/s):
 //! unpaced, the upstream's TLS, the proxy's two TLS sessions and the
 //! client's share the same two cores, so the ratio is the CPU per byte.
+//! Each download's median run also prints the CPU per GiB of the
+//! upstream's, the proxy's and the client's thread (softirq work done on
+//! a thread counts as its own), and the run prints the suite the client
+//! settled on each way. The client and the upstream keep rustls's default
+//! order (AES-256-GCM first, as OpenSSL's); the proxy uses its own.
 //!
 //! `packaging/bench-egress.sh [MiB] [rounds] [rates]` (raises the fd limit) or
 //! `cargo run --release -p vibe-hooks --example bench_egress -- [MiB]
@@ -132,12 +137,15 @@ where
     F: std::future::Future<Output = T> + Send + 'static,
 {
     let ns = ns.clone();
-    std::thread::spawn(move || {
-        enter(&ns);
-        rt().block_on(f)
-    })
-    .join()
-    .expect("thread")
+    std::thread::Builder::new()
+        .name("client".into())
+        .spawn(move || {
+            enter(&ns);
+            rt().block_on(f)
+        })
+        .expect("thread")
+        .join()
+        .expect("thread")
 }
 
 fn rss_kib() -> u64 {
@@ -634,11 +642,18 @@ mod credentials {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
     use rustls::{ClientConfig, RootCertStore, ServerConfig};
-    use vibe_hooks::egress::ca::{provider, Ca};
+    use vibe_hooks::egress::ca::Ca;
     use vibe_hooks::egress::proxy::Credentials;
     use vibe_policy::egress::credential::{Binding, Inject};
 
     const PLACEHOLDER: &str = "sk-bench-PLACEHOLDERaaaaaaaaaaaaaaaa";
+
+    /// The client's and the upstream's TLS: rustls's defaults, which like
+    /// OpenSSL's put AES-256-GCM first (the tunnelled path runs on that),
+    /// not the proxy's own order.
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::ring::default_provider())
+    }
 
     struct ToUpstream(SocketAddr);
     impl Dial for ToUpstream {
@@ -654,7 +669,8 @@ mod credentials {
 
     /// The upstream: `GET /big` gets `big` bytes, anything else 2 bytes;
     /// then it closes (the terminated path asks `Connection: close`).
-    fn upstream(big: u64) -> (SocketAddr, String) {
+    /// Also the upstream thread's id (for its CPU clock).
+    fn upstream(big: u64) -> (SocketAddr, String, nix::libc::pthread_t) {
         let ca_key = KeyPair::generate().unwrap();
         let mut p = CertificateParams::default();
         p.distinguished_name
@@ -677,50 +693,57 @@ mod credentials {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            rt().block_on(async move {
-                let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-                tx.send(l.local_addr().unwrap()).unwrap();
-                while let Ok((s, _)) = l.accept().await {
-                    s.set_nodelay(true).ok();
-                    pace(&s, PACING.load(Ordering::Relaxed));
-                    let acceptor = acceptor.clone();
-                    tokio::spawn(async move {
-                        let Ok(mut tls) = acceptor.accept(s).await else {
-                            return;
-                        };
-                        let mut got = Vec::new();
-                        let mut b = [0u8; 4096];
-                        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                            match tls.read(&mut b).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => got.extend_from_slice(&b[..n]),
+        let thread = std::thread::Builder::new()
+            .name("upstream".into())
+            .spawn(move || {
+                rt().block_on(async move {
+                    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                    tx.send(l.local_addr().unwrap()).unwrap();
+                    while let Ok((s, _)) = l.accept().await {
+                        s.set_nodelay(true).ok();
+                        pace(&s, PACING.load(Ordering::Relaxed));
+                        let acceptor = acceptor.clone();
+                        tokio::spawn(async move {
+                            let Ok(mut tls) = acceptor.accept(s).await else {
+                                return;
+                            };
+                            let mut got = Vec::new();
+                            let mut b = [0u8; 4096];
+                            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                                match tls.read(&mut b).await {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(n) => got.extend_from_slice(&b[..n]),
+                                }
                             }
-                        }
-                        let n = if got.starts_with(b"GET /big ") {
-                            big
-                        } else {
-                            2
-                        };
-                        let head = format!(
+                            let n = if got.starts_with(b"GET /big ") {
+                                big
+                            } else {
+                                2
+                            };
+                            let head = format!(
                             "HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n"
                         );
-                        let _ = tls.write_all(head.as_bytes()).await;
-                        let chunk = vec![b'x'; 256 * 1024];
-                        let mut left = n;
-                        while left > 0 {
-                            let k = left.min(chunk.len() as u64) as usize;
-                            if tls.write_all(&chunk[..k]).await.is_err() {
-                                return;
+                            let _ = tls.write_all(head.as_bytes()).await;
+                            let chunk = vec![b'x'; 256 * 1024];
+                            let mut left = n;
+                            while left > 0 {
+                                let k = left.min(chunk.len() as u64) as usize;
+                                if tls.write_all(&chunk[..k]).await.is_err() {
+                                    return;
+                                }
+                                left -= k as u64;
                             }
-                            left -= k as u64;
-                        }
-                        let _ = tls.shutdown().await;
-                    });
-                }
-            })
-        });
-        (rx.recv().unwrap(), ca.pem())
+                            let _ = tls.shutdown().await;
+                        });
+                    }
+                })
+            });
+        use std::os::unix::thread::JoinHandleExt;
+        (
+            rx.recv().unwrap(),
+            ca.pem(),
+            thread.expect("thread").into_pthread_t(),
+        )
     }
 
     /// One request through the proxy: CONNECT, TLS, GET `path`, the
@@ -746,6 +769,18 @@ mod credentials {
         }
     }
 
+    /// The suite the client's TLS to `host` (through the proxy) settles on.
+    async fn suite(proxy: SocketAddr, host: &str, tls: Arc<ClientConfig>) -> String {
+        let s = connect_via_host(proxy, host).await;
+        let name = ServerName::try_from(host.to_string()).unwrap();
+        let t = tokio_rustls::TlsConnector::from(tls)
+            .connect(name, s)
+            .await
+            .expect("handshake");
+        let suite = t.get_ref().1.negotiated_cipher_suite();
+        suite.map_or("none".into(), |s| format!("{:?}", s.suite()))
+    }
+
     async fn connect_via_host(proxy: SocketAddr, host: &str) -> TcpStream {
         let mut s = TcpStream::connect(proxy).await.expect("proxy");
         s.write_all(format!("CONNECT {host}:443 HTTP/1.1\r\n\r\n").as_bytes())
@@ -761,7 +796,7 @@ mod credentials {
         let rates: Vec<f64> = std::iter::once(0.0).chain(rates.iter().copied()).collect();
         let dir = tempfile::tempdir().expect("tempdir");
         let big = mib << 20;
-        let (up, up_ca) = upstream(big);
+        let (up, up_ca, up_thread) = upstream(big);
         let ca_file = dir.path().join("upstream-ca.pem");
         std::fs::write(&ca_file, &up_ca).unwrap();
         let secret = dir.path().join("secret");
@@ -800,13 +835,17 @@ mod credentials {
         let proxy =
             Proxy::with_net(settings, Arc::new(Resolver), Arc::new(ToUpstream(up))).expect("proxy");
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            rt().block_on(async move {
-                let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-                tx.send(l.local_addr().unwrap()).unwrap();
-                proxy.serve(l, container).await
-            })
-        });
+        let proxy_thread = std::thread::Builder::new()
+            .name("proxy".into())
+            .spawn(move || {
+                rt().block_on(async move {
+                    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                    tx.send(l.local_addr().unwrap()).unwrap();
+                    proxy.serve(l, container).await
+                })
+            });
+        use std::os::unix::thread::JoinHandleExt;
+        let proxy_thread = proxy_thread.expect("thread").into_pthread_t();
         let proxy_addr: SocketAddr = rx.recv().unwrap();
         // The client trusts both: the container's CA and the upstream's.
         let mut roots = RootCertStore::empty();
@@ -850,13 +889,34 @@ mod credentials {
                 c50 - t50,
                 c99 - t99
             );
+            // MiB/s and the CPU seconds of upstream, proxy and client.
+            println!(
+                "the client's TLS: tunnelled (to the upstream) {}, terminated (to the proxy) {}",
+                suite(proxy_addr, "tunnel.example", cc.clone()).await,
+                suite(proxy_addr, "cred.example", cc.clone()).await
+            );
             let rate = |host: &'static str| {
                 let cc = cc.clone();
                 async move {
+                    let (u0, p0, c0, a0) = (
+                        thread_cpu(up_thread),
+                        thread_cpu(proxy_thread),
+                        own_cpu(),
+                        cpu_secs(),
+                    );
                     let t = Instant::now();
                     let n = request(proxy_addr, host, "/big", cc).await;
+                    let wall = t.elapsed();
                     assert!(n >= big, "{host}: {n} of {big} bytes");
-                    n as f64 / t.elapsed().as_secs_f64() / (1 << 20) as f64
+                    let run = Run {
+                        bytes: n,
+                        wall,
+                        upstream: thread_cpu(up_thread) - u0,
+                        proxy: thread_cpu(proxy_thread) - p0,
+                        client: own_cpu() - c0,
+                        process: cpu_secs() - a0,
+                    };
+                    (n as f64 / wall.as_secs_f64() / (1 << 20) as f64, run)
                 }
             };
             for gbit in rates {
@@ -866,7 +926,12 @@ mod credentials {
                     tr.push(rate("tunnel.example").await);
                     cr.push(rate("cred.example").await);
                 }
-                let (t, c) = (pct(&mut tr, 0.5), pct(&mut cr, 0.5));
+                // The median run of each, with its CPU.
+                let median = |v: &mut Vec<(f64, Run)>| {
+                    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    v.swap_remove(1)
+                };
+                let ((t, trun), (c, crun)) = (median(&mut tr), median(&mut cr));
                 let link = if gbit == 0.0 {
                     "unpaced".to_string()
                 } else {
@@ -876,6 +941,8 @@ mod credentials {
                     "{mib} MiB download, {link} (median of 3): tunnelled {t:.0} MiB/s, terminated {c:.0} MiB/s: terminated/tunnelled {:.0} %",
                     100.0 * c / t
                 );
+                println!("  tunnelled  {}", trun.cpu(trun.bytes));
+                println!("  terminated {}", crun.cpu(crun.bytes));
             }
         });
     }

@@ -85,7 +85,7 @@ proptest! {
         let b = bindings();
         if let Ok(Some(plan)) = judge(head.as_bytes(), 8192, host, 443, &b) {
             let secrets = vec![SECRET.to_string(); plan.swaps.len()];
-            let out = String::from_utf8(plan.render(&b, &secrets)).unwrap();
+            let out = String::from_utf8(plan.render(&b, &secrets).head).unwrap();
             let lower = out.to_ascii_lowercase();
             prop_assert!(!lower.contains(&KEY.to_ascii_lowercase()), "{}", out);
             prop_assert!(!lower.contains(&TOKEN.to_ascii_lowercase()), "{}", out);

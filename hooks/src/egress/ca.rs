@@ -229,13 +229,34 @@ impl Ca {
         // A client that offers ALPN without http/1.1 (h2 only) fails the
         // handshake (no_application_protocol): nothing but HTTP/1.1 is judged.
         config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
+        // Our order ([`provider`]) over the client's: AES-128-GCM where the
+        // client offers it (it runs on this host, with the same AES-NI).
+        config.ignore_client_order = true;
         Ok(config)
     }
 }
 
-/// The one crypto provider (ring) both sides use.
+/// The one crypto provider (ring) both sides of a terminated connection
+/// use: rustls's default suites, AES-128-GCM moved first in each protocol
+/// version. Every byte is decrypted and encrypted again here, and
+/// AES-128 does 10 rounds per block where AES-256 does 14 (about 12 %
+/// less time per record with ring's VAES code); the key exchange rustls
+/// prefers (X25519) has 128-bit security, so AES-256 adds the session no
+/// strength. No suite is added or dropped.
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    use rustls::CipherSuite as S;
+    let mut p = rustls::crypto::ring::default_provider();
+    // Stable: TLS 1.3 before 1.2 stays, and so does the rest's order.
+    p.cipher_suites.sort_by_key(|s| {
+        let aes128 = matches!(
+            s.suite(),
+            S::TLS13_AES_128_GCM_SHA256
+                | S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+                | S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+        );
+        (s.tls13().is_none(), !aes128)
+    });
+    Arc::new(p)
 }
 
 #[cfg(test)]
@@ -264,5 +285,69 @@ mod tests {
         ));
         let one = ca.server_config("b.example").unwrap();
         assert!(Arc::ptr_eq(&one, &ca.server_config("b.example").unwrap()));
+    }
+
+    /// Both sides of a terminated connection settle on AES-128-GCM: the
+    /// container's side even when its client (here rustls's defaults, as
+    /// OpenSSL's) puts AES-256-GCM first, the upstream's side where the
+    /// server follows the client's order; and only rustls's own suites.
+    #[test]
+    fn terminated_tls_prefers_aes_128_gcm_from_the_default_suites() {
+        use rustls::pki_types::{pem::PemObject, ServerName};
+        use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConnection};
+        let mut defaults = rustls::crypto::ring::default_provider().cipher_suites;
+        let mut ours = provider().cipher_suites.clone();
+        assert_eq!(
+            ours[0].suite(),
+            rustls::CipherSuite::TLS13_AES_128_GCM_SHA256
+        );
+        for v in [&mut defaults, &mut ours] {
+            v.sort_by_key(|s| u16::from(s.suite()));
+        }
+        assert_eq!(ours, defaults);
+
+        let ca = Ca::generate(&["a.example".into()]).unwrap();
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap())
+            .unwrap();
+        let client = |provider: Arc<rustls::crypto::CryptoProvider>| {
+            let config = ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots.clone())
+                .with_no_client_auth();
+            let name = ServerName::try_from("a.example").unwrap();
+            ClientConnection::new(Arc::new(config), name).unwrap()
+        };
+        let third_party = Arc::new(rustls::crypto::ring::default_provider());
+        let ours = ca.server_config("a.example").unwrap();
+        // An upstream at rustls's defaults: its own order, the client's first.
+        let upstream = Arc::new(
+            rustls::ServerConfig::builder_with_provider(third_party.clone())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_cert_resolver(ours.cert_resolver.clone()),
+        );
+        for (mut c, server) in [(client(third_party), ours), (client(provider()), upstream)] {
+            let mut s = ServerConnection::new(server).unwrap();
+            while c.is_handshaking() || s.is_handshaking() {
+                let mut wire = Vec::new();
+                while c.wants_write() {
+                    c.write_tls(&mut wire).unwrap();
+                }
+                s.read_tls(&mut wire.as_slice()).unwrap();
+                s.process_new_packets().unwrap();
+                let mut wire = Vec::new();
+                while s.wants_write() {
+                    s.write_tls(&mut wire).unwrap();
+                }
+                c.read_tls(&mut wire.as_slice()).unwrap();
+                c.process_new_packets().unwrap();
+            }
+            let suite = c.negotiated_cipher_suite().unwrap().suite();
+            assert_eq!(suite, rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+        }
     }
 }

@@ -509,10 +509,20 @@ fn exact_form(inject: &Inject, value: &str, placeholder: &str) -> bool {
     }
 }
 
+/// A head as it goes upstream, and what the daemon put into it.
+#[derive(Debug)]
+pub struct Rendered {
+    pub head: Vec<u8>,
+    /// Each injected secret, and a Basic value's base64 of it: what the
+    /// response must never carry back.
+    pub injected: Vec<Vec<u8>>,
+}
+
 impl Plan {
     /// The head upstream gets, with `secrets[i]` (the secret of each swap,
     /// in order) in place of the placeholders.
-    pub fn render(&self, bindings: &[Binding], secrets: &[String]) -> Vec<u8> {
+    pub fn render(&self, bindings: &[Binding], secrets: &[String]) -> Rendered {
+        let mut injected = Vec::new();
         let mut out = format!("{} {} {}\r\n", self.method, self.target, self.version);
         for (i, (name, value)) in self.headers.iter().enumerate() {
             let swapped = self
@@ -522,13 +532,19 @@ impl Plan {
                 .find(|(s, _)| s.header == i)
                 .and_then(|(s, secret)| {
                     let b = bindings.get(s.binding)?;
+                    injected.push(secret.as_bytes().to_vec());
                     Some(match &b.inject {
                         Inject::Header {
                             scheme: Some(scheme),
                             ..
                         } => format!("{scheme} {secret}"),
                         Inject::Header { scheme: None, .. } => secret.clone(),
-                        Inject::Basic { user } => format!("Basic {}", basic_encode(user, secret)),
+                        Inject::Basic { user } => {
+                            let b64 = basic_encode(user, secret);
+                            let value = format!("Basic {b64}");
+                            injected.push(b64.into_bytes());
+                            value
+                        }
                     })
                 });
             out.push_str(name);
@@ -537,7 +553,10 @@ impl Plan {
             out.push_str("\r\n");
         }
         out.push_str("\r\n");
-        out.into_bytes()
+        Rendered {
+            head: out.into_bytes(),
+            injected,
+        }
     }
 }
 
@@ -609,7 +628,7 @@ mod tests {
             .iter()
             .map(|s| format!("SECRET-{}", b[s.binding].name))
             .collect();
-        String::from_utf8(plan.render(&b, &secrets)).unwrap()
+        String::from_utf8(plan.render(&b, &secrets).head).unwrap()
     }
 
     #[test]
@@ -655,6 +674,10 @@ mod tests {
             out.contains(&format!("Authorization: Basic {want}\r\n")),
             "{out}"
         );
+        // What the response scan looks for: the secret and its base64.
+        let plan = run(&head, "git.example.com").unwrap();
+        let injected = plan.render(&bindings(), &["SECRET-git".into()]).injected;
+        assert_eq!(injected, [b"SECRET-git".to_vec(), want.into_bytes()]);
         // Another user, a non-canonical encoding, a password with the
         // placeholder and more: refused.
         for b64 in [
@@ -855,7 +878,7 @@ mod attacks {
     fn rendered(head: &str) -> String {
         let plan = judged(head).unwrap();
         let secrets = vec!["SECRET".to_string(); plan.swaps.len()];
-        String::from_utf8(plan.render(&bindings(), &secrets)).unwrap()
+        String::from_utf8(plan.render(&bindings(), &secrets).head).unwrap()
     }
 
     /// TRACE makes a server echo the request it got, headers included, in

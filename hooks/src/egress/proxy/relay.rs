@@ -13,7 +13,9 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt,
+};
 use tokio::net::TcpStream;
 use vibe_policy::egress::request::{Body, Chunked};
 
@@ -155,7 +157,9 @@ pub async fn relay(
 /// [`relay`] over any streams (a terminated connection's TLS halves):
 /// `pending`, then the client's stream under `limit`, up; the upstream's
 /// until it closes, down (then the client's write side is shut: TLS's
-/// close_notify). Through a buffer: these bytes are decrypted.
+/// close_notify). Through a buffer: these bytes are decrypted. Down is
+/// written from `ur`'s own buffer, as large as it comes (one write to the
+/// client's TLS: its records go out in one vector).
 #[allow(clippy::too_many_arguments)]
 pub async fn relay_io<CR, CW, UR, UW>(
     mut cr: CR,
@@ -170,7 +174,7 @@ pub async fn relay_io<CR, CW, UR, UW>(
 where
     CR: AsyncRead + Unpin,
     CW: AsyncWrite + Unpin,
-    UR: AsyncRead + Unpin,
+    UR: AsyncBufRead + Unpin,
     UW: AsyncWrite + Unpin,
 {
     let activity = Activity {
@@ -188,11 +192,31 @@ where
         }
         uw.flush().await
     };
-    let down = pump(&mut ur, &mut cw, &counts.down, &activity);
+    let down = pump_buf(&mut ur, &mut cw, &counts.down, &activity);
     let watch = activity.quiet_for(idle);
     tokio::select! {
         r = async { tokio::try_join!(up, down) } => r.map(|_| ()),
         _ = watch => Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout")),
+    }
+}
+
+/// [`pump`] from a reader's own buffer.
+async fn pump_buf<R, W>(r: &mut R, w: &mut W, count: &AtomicU64, act: &Activity) -> io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    loop {
+        let buf = r.fill_buf().await?;
+        if buf.is_empty() {
+            let _ = w.shutdown().await;
+            return Ok(());
+        }
+        let n = buf.len();
+        w.write_all(buf).await?;
+        r.consume(n);
+        count.fetch_add(n as u64, Ordering::Relaxed);
+        act.touch();
     }
 }
 

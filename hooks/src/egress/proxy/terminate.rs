@@ -15,9 +15,9 @@ use std::task::{Context, Poll};
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
-use vibe_policy::egress::credential::{Binding, Inject};
+use vibe_policy::egress::credential::Binding;
 use vibe_policy::egress::inject::{self, Plan, Refusal, Swap};
 use vibe_policy::egress::{request, Decision};
 
@@ -190,6 +190,18 @@ impl AsyncWrite for Prefixed<'_> {
     ) -> Poll<io::Result<usize>> {
         Pin::new(&mut *self.inner).poll_write(cx, buf)
     }
+    // rustls hands its queued records over as one vector: without this
+    // each record would be a send of its own.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut *self.inner).poll_flush(cx)
     }
@@ -223,15 +235,25 @@ impl<R: AsyncRead + Unpin> AsyncRead for LenientEof<R> {
 /// base64) are searched for across reads; a hit ends the connection
 /// before any byte of it is passed on. A best effort: a compressed or
 /// otherwise transformed echo is not seen.
+///
+/// Read as an [`AsyncBufRead`]: the relay writes from this buffer, which
+/// gathers what the upstream has ready (several TLS records, up to
+/// [`BUF_GUARD`]) so that the client's TLS gets it in one write.
 struct Guarded<R> {
     inner: R,
     finders: Vec<memchr::memmem::Finder<'static>>,
     /// Longest needle minus one: what may be held back.
     keep: usize,
-    held: Vec<u8>,
-    /// `held[..ready]` has been searched and may go out.
+    /// [`BUF_GUARD`] plus `keep`, zeroed once; `buf[out..end]` was read
+    /// and not yet passed on.
+    buf: Box<[u8]>,
+    /// `buf[out..ready]` has been searched and may go out.
+    out: usize,
     ready: usize,
+    end: usize,
     eof: bool,
+    /// An injected value was seen: every read fails from then on.
+    cut: bool,
 }
 
 /// The error a [`Guarded`] read ends with when the response echoed an
@@ -257,10 +279,70 @@ impl<R> Guarded<R> {
             inner,
             finders,
             keep,
-            held: Vec::new(),
+            buf: vec![0; BUF_GUARD + keep].into_boxed_slice(),
+            out: 0,
             ready: 0,
+            end: 0,
             eof: false,
+            cut: false,
         }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncBufRead for Guarded<R> {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        let me = self.get_mut();
+        if me.cut {
+            return Poll::Ready(Err(io::Error::other(Reflected)));
+        }
+        if me.out == me.ready && !me.eof {
+            // All that was searched went out: the held tail moves to the
+            // front (at most `keep` bytes), and there is room for
+            // BUF_GUARD more.
+            me.buf.copy_within(me.out..me.end, 0);
+            me.end -= me.out;
+            (me.out, me.ready) = (0, 0);
+            let start = me.end;
+            while me.end < me.buf.len() {
+                let mut rb = ReadBuf::new(&mut me.buf[me.end..]);
+                match Pin::new(&mut me.inner).poll_read(cx, &mut rb) {
+                    Poll::Pending if me.end == start => return Poll::Pending,
+                    // What came so far goes; the waker is registered for
+                    // the rest.
+                    Poll::Pending => break,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Ready(Ok(())) => match rb.filled().len() {
+                        0 => {
+                            me.eof = true;
+                            break;
+                        }
+                        n => me.end += n,
+                    },
+                }
+            }
+            // Search what is new, with the held tail before it.
+            let from = start.saturating_sub(me.keep);
+            let new = &me.buf[from..me.end];
+            if me.finders.iter().any(|f| f.find(new).is_some()) {
+                me.cut = true;
+                return Poll::Ready(Err(io::Error::other(Reflected)));
+            }
+            me.ready = match me.eof {
+                true => me.end,
+                false => me.end.saturating_sub(me.keep),
+            };
+            if me.ready == 0 && !me.eof {
+                // Fewer bytes than a needle's start could span, and the
+                // upstream has no more yet (its read was pending).
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(Ok(&me.buf[me.out..me.ready]))
+    }
+
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        let me = self.get_mut();
+        me.out = (me.out + amt).min(me.ready);
     }
 }
 
@@ -270,47 +352,19 @@ impl<R: AsyncRead + Unpin> AsyncRead for Guarded<R> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let me = &mut *self;
-        while me.ready == 0 && !(me.eof && me.held.is_empty()) {
-            if me.eof {
-                me.ready = me.held.len();
-                break;
-            }
-            let start = me.held.len();
-            me.held.resize(start + BUF_GUARD, 0);
-            let mut rb = ReadBuf::new(&mut me.held[start..]);
-            let polled = Pin::new(&mut me.inner).poll_read(cx, &mut rb);
-            let n = rb.filled().len();
-            me.held.truncate(start + n);
-            match polled {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Ready(Ok(())) if n == 0 => me.eof = true,
-                Poll::Ready(Ok(())) => {}
-            }
-            // Search what is new, with the held tail before it.
-            let from = start.saturating_sub(me.keep);
-            if me
-                .finders
-                .iter()
-                .any(|f| f.find(&me.held[from..]).is_some())
-            {
-                return Poll::Ready(Err(io::Error::other(Reflected)));
-            }
-            if !me.eof {
-                me.ready = me.held.len().saturating_sub(me.keep);
-            }
-        }
-        let n = me.ready.min(buf.remaining());
-        buf.put_slice(&me.held[..n]);
-        me.held.drain(..n);
-        me.ready -= n;
+        let ready = std::task::ready!(self.as_mut().poll_fill_buf(cx))?;
+        let n = ready.len().min(buf.remaining());
+        buf.put_slice(&ready[..n]);
+        self.consume(n);
         Poll::Ready(Ok(()))
     }
 }
 
-/// What a [`Guarded`] reads from the upstream at a time.
-const BUF_GUARD: usize = 64 * 1024;
+/// How much of the response a [`Guarded`] gathers before passing it on.
+const BUF_GUARD: usize = 256 * 1024;
+
+/// What is read from the upstream's socket at a time, below its TLS.
+const BUF_UPSTREAM: usize = 256 * 1024;
 
 /// How the request head inside TLS ended.
 enum Head {
@@ -487,6 +541,9 @@ impl Conn {
                 return outcome;
             }
         };
+        // rustls reads the socket 4 KiB at a time; a buffer below it makes
+        // that one recv per BUF_UPSTREAM (and far fewer window updates).
+        let upstream = tokio::io::BufReader::with_capacity(BUF_UPSTREAM, upstream);
         let connect = tokio_rustls::TlsConnector::from(client_config).connect(name, upstream);
         let mut up = match tokio::time::timeout(connect_timeout, connect).await {
             Ok(Ok(up)) => up,
@@ -503,8 +560,7 @@ impl Conn {
                 return outcome;
             }
         };
-        let head = plan.render(&creds.bindings, &secrets);
-        let needles = injected(&plan, &creds.bindings, &secrets);
+        let inject::Rendered { head, injected } = plan.render(&creds.bindings, &secrets);
         drop(secrets);
         if let Err(e) = up.write_all(&head).await {
             outcome.error = Some(e.to_string());
@@ -516,12 +572,17 @@ impl Conn {
             .up
             .fetch_add(head.len() as u64, Ordering::Relaxed);
         let limit = UpLimit::from(plan.body);
+        // What the guard passes on at once goes to the client's TLS at
+        // once: its records in one vector, one send (64 KiB otherwise).
+        tls.get_mut()
+            .1
+            .set_buffer_limit(Some(BUF_GUARD + BUF_GUARD / 8));
         let (cr, cw) = tokio::io::split(&mut tls);
         let (ur, uw) = tokio::io::split(&mut up);
         let relayed = relay::relay_io(
             cr,
             cw,
-            Guarded::new(LenientEof(ur), needles),
+            Guarded::new(LenientEof(ur), injected),
             uw,
             &rest,
             limit,
@@ -545,27 +606,123 @@ impl Conn {
     }
 }
 
-/// The values the daemon put into the request: what the response must
-/// never carry back.
-fn injected(plan: &Plan, bindings: &[Binding], secrets: &[String]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    for (swap, secret) in plan.swaps.iter().zip(secrets) {
-        out.push(secret.as_bytes().to_vec());
-        if let Some(Binding {
-            inject: Inject::Basic { user },
-            ..
-        }) = bindings.get(swap.binding)
-        {
-            out.push(inject::basic_encode(user, secret).into_bytes());
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
+    use tokio::io::AsyncBufReadExt;
     use vibe_policy::egress::request::Body;
+
+    /// An upstream that hands out `parts` one read each, pending (and
+    /// waking itself) before each when `stall`, then ends.
+    struct Script {
+        parts: VecDeque<Vec<u8>>,
+        stall: bool,
+        stalled: bool,
+    }
+
+    impl AsyncRead for Script {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            if self.stall && !self.stalled {
+                self.stalled = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            self.stalled = false;
+            if let Some(p) = self.parts.front_mut() {
+                let n = p.len().min(buf.remaining());
+                buf.put_slice(&p[..n]);
+                p.drain(..n);
+                if p.is_empty() {
+                    self.parts.pop_front();
+                }
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// What a guarded `parts` passes on, and the error it ends with.
+    async fn guarded(
+        parts: Vec<Vec<u8>>,
+        stall: bool,
+        needles: &[&[u8]],
+    ) -> (Vec<u8>, Option<io::Error>) {
+        let script = Script {
+            parts: parts.into(),
+            stall,
+            stalled: false,
+        };
+        let mut g = Guarded::new(script, needles.iter().map(|n| n.to_vec()).collect());
+        let mut out = Vec::new();
+        loop {
+            match g.fill_buf().await {
+                Ok([]) => return (out, None),
+                Ok(b) => {
+                    let n = b.len();
+                    out.extend_from_slice(b);
+                    g.consume(n);
+                }
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+
+    const NEEDLE: &[u8] = b"sk-REAL-0123456789";
+
+    /// The response scan's promise: an injected value split anywhere
+    /// (across reads, one byte a read, with or without the upstream
+    /// pausing between them) cuts the response before its first byte
+    /// goes out; a value only begun at the end passes, as does all else.
+    #[tokio::test]
+    async fn an_echoed_secret_is_cut_before_its_first_byte_wherever_it_splits() {
+        let before = vec![b'a'; 3 * BUF_GUARD + 7];
+        for stall in [false, true] {
+            for k in 0..=NEEDLE.len() {
+                let mut first = before.clone();
+                first.extend_from_slice(&NEEDLE[..k]);
+                let mut second = NEEDLE[k..].to_vec();
+                second.extend_from_slice(b"tail");
+                let (out, err) =
+                    guarded(vec![first, second], stall, &[b"other-needle", NEEDLE]).await;
+                let err = err.expect("cut");
+                assert!(err.get_ref().is_some_and(|e| e.is::<Reflected>()), "{err}");
+                assert!(
+                    out.len() <= before.len(),
+                    "split at {k}: a secret byte went out"
+                );
+                assert_eq!(out, before[..out.len()]);
+            }
+            // A byte a read, the secret in the middle.
+            let mut all = b"HTTP/1.1 200 OK\r\n\r\nx-api-key: ".to_vec();
+            let at = all.len();
+            all.extend_from_slice(NEEDLE);
+            all.extend_from_slice(b"\r\n");
+            let parts = all.iter().map(|b| vec![*b]).collect();
+            let (out, err) = guarded(parts, stall, &[NEEDLE]).await;
+            assert!(err.is_some());
+            assert!(out.len() <= at, "{}", String::from_utf8_lossy(&out));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_clean_response_passes_whole_with_its_held_tail() {
+        let body: Vec<u8> = (0..5 * BUF_GUARD + 123).map(|i| (i % 251) as u8).collect();
+        for stall in [false, true] {
+            for size in [1usize, 7, 16 * 1024, BUF_GUARD + 1] {
+                let mut body = body.clone();
+                // A secret's first bytes at the very end: held, then passed.
+                body.extend_from_slice(&NEEDLE[..NEEDLE.len() - 1]);
+                let parts = body.chunks(size).map(<[u8]>::to_vec).collect();
+                let (out, err) = guarded(parts, stall, &[NEEDLE]).await;
+                assert!(err.is_none(), "{err:?}");
+                assert!(out == body, "chunks of {size}: the response changed");
+            }
+        }
+    }
 
     #[test]
     fn connection_headers_give_way_to_close_and_swaps_follow() {
@@ -622,7 +779,9 @@ mod tests {
             let plan = inject::judge(head.as_bytes(), 8192, "api.example", 443, &bindings)
                 .unwrap()
                 .unwrap();
-            let out = closing(plan).render(&bindings, &["SECRET".to_string()]);
+            let out = closing(plan)
+                .render(&bindings, &["SECRET".to_string()])
+                .head;
             let out = String::from_utf8(out).unwrap();
             let with: Vec<&str> = out.lines().filter(|l| l.contains("SECRET")).collect();
             assert_eq!(with.len(), 1, "{out}");
@@ -647,18 +806,22 @@ mod tests {
             std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
             assert_eq!(read_secret(&f).unwrap(), "sk-1");
         }
-        // A root's symlink in a root's directory is the admin's and is
-        // followed; anyone else's is refused.
+        // A symlink is followed only when it is root's (fsio judges the
+        // target's directories too); anyone else's is refused.
         let link = dir.path().join("l");
         std::os::unix::fs::symlink(&f, &link).unwrap();
         if nix::unistd::geteuid().is_root() {
             assert_eq!(read_secret(&link).unwrap(), "sk-1");
-            std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
-            let e = read_secret(&link).unwrap_err();
-            assert!(e.contains("symlink that is not root's"), "{e}");
-        } else {
-            assert!(read_secret(&link).is_err());
+            nix::unistd::fchownat(
+                None,
+                &link,
+                Some(nix::unistd::Uid::from_raw(65534)),
+                None,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .unwrap();
         }
+        assert!(read_secret(&link).is_err());
         assert!(read_secret(dir.path()).is_err());
         assert!(read_secret(&dir.path().join("missing"))
             .unwrap_err()
