@@ -115,6 +115,11 @@ pub enum SecretError {
     NotUtf8,
 }
 
+/// The longest secret file read, by `create` and by the egress daemon
+/// alike: a longer one is no header value a server takes, and is refused
+/// before it is read whole.
+pub const MAX_SECRET_FILE: u64 = 8 * 1024;
+
 /// The secret in a source file's bytes: one trailing `\n` (or `\r\n`)
 /// dropped, nothing else changed; refused if it could not be one header
 /// value (a CR or LF would let the file's owner write headers, but also

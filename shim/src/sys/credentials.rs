@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use vibe_hooks::fsio::{read_private, PrivateFileError};
 use vibe_policy::config::Policy;
 use vibe_policy::egress::credential::{placeholder, Binding};
-use vibe_policy::egress::inject::{secret_from_file, SecretError};
+use vibe_policy::egress::inject::{secret_from_file, SecretError, MAX_SECRET_FILE};
 
 /// The bindings the hook hands the egress daemon.
 pub const BINDINGS_FILE: &str = "credentials.json";
@@ -35,9 +35,7 @@ const SYSTEM_ROOTS: [&str; 3] = [
     "/etc/ssl/cert.pem",
 ];
 /// Random bytes drawn per credential.
-const RANDOM_PER_SECRET: usize = MAX_SECRET as usize;
-/// Longer is no header value: refused before it is read whole.
-const MAX_SECRET: u64 = 8 * 1024;
+const RANDOM_PER_SECRET: usize = MAX_SECRET_FILE as usize;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
@@ -67,7 +65,7 @@ pub enum CredentialError {
 /// The bytes of credential `name`'s secret file, read as the egress daemon
 /// reads it ([`read_private`]); the caller zeroes them.
 pub fn read_secret_file(name: &str, path: &Path) -> Result<Vec<u8>, CredentialError> {
-    read_private(path, MAX_SECRET).map_err(|source| CredentialError::File {
+    read_private(path, MAX_SECRET_FILE).map_err(|source| CredentialError::File {
         name: name.to_string(),
         source,
     })

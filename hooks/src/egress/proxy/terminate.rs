@@ -94,15 +94,12 @@ fn system_roots() -> &'static [CertificateDer<'static>] {
     ROOTS.get_or_init(|| rustls_native_certs::load_native_certs().certs)
 }
 
-/// Longest secret file read.
-const MAX_SECRET: u64 = 64 * 1024;
-
 /// The secret in `path`, read now (a rotated file is used by the next
 /// request): a regular file, root's, no group or other bits, opened
 /// without following a symlink and checked on the opened fd.
 pub fn read_secret(path: &Path) -> Result<String, String> {
-    let mut bytes =
-        crate::fsio::read_private(path, MAX_SECRET).map_err(|e| format!("its secret: {e}"))?;
+    let mut bytes = crate::fsio::read_private(path, inject::MAX_SECRET_FILE)
+        .map_err(|e| format!("its secret: {e}"))?;
     let secret =
         inject::secret_from_file(&bytes).map_err(|e| format!("its secret {}: {e}", path.display()));
     bytes.fill(0);
@@ -826,5 +823,24 @@ mod tests {
         assert!(read_secret(&dir.path().join("missing"))
             .unwrap_err()
             .contains("cannot open"));
+    }
+
+    /// The daemon takes no longer secret than `create` shaped a placeholder
+    /// for: a file grown past the limit after create fails the request.
+    #[test]
+    fn a_secret_file_longer_than_create_reads_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nix::unistd::geteuid().is_root() {
+            panic!("needs root: secret files must be root's");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s");
+        let max = inject::MAX_SECRET_FILE as usize;
+        std::fs::write(&f, "k".repeat(max)).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_secret(&f).unwrap().len(), max);
+        std::fs::write(&f, "k".repeat(max + 1)).unwrap();
+        let e = read_secret(&f).unwrap_err();
+        assert!(e.contains("larger than"), "{e}");
     }
 }
