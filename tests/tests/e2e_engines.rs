@@ -458,15 +458,23 @@ struct TransparentLab {
 }
 
 /// The transparent policy as this env runs it: the file in
-/// tests/policies with its egress socket made absolute, plus the env's
-/// state directory among `pid_file_dirs` (podman's run root is under it).
-/// Written to `$STATE/e2e-argv/`.
+/// tests/policies with its egress socket in the env's state directory
+/// (`$STATE/egress-engines-<slot>/`: the sid stack's tree shares that
+/// directory, not the work tree), plus the state directory among
+/// `pid_file_dirs` (podman's run root is under it). Written to
+/// `$STATE/e2e-argv/`.
 fn transparent_policy() -> PathBuf {
     use vibe_policy::config::DEFAULT_PID_FILE_DIRS;
     let env = env();
     let base = env.policy_path(T_STEM);
     let text = std::fs::read_to_string(&base).unwrap();
-    let socket = vibe_shim_tests::egress::config_socket(&base);
+    let socket = env
+        .state
+        .join(format!(
+            "egress-engines-{}",
+            vibe_shim_tests::egress::slot()
+        ))
+        .join("egress.sock");
     let line = text
         .lines()
         .find(|l| l.starts_with("egress_socket = "))
