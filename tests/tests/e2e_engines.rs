@@ -517,8 +517,9 @@ impl TransparentLab {
     }
 
     /// One `sh -c` word for every engine: each probe's output after a
-    /// `== <label>` line.
-    fn script(&self) -> String {
+    /// `== <label>` line. `literals`: addresses to try besides the test
+    /// host's (the namespace's IPv6 ones).
+    fn script(&self, literals: &[&str]) -> String {
         let get = |host: &str| format!("printf 'GET / HTTP/1.1\\r\\nHost: {host}\\r\\n\\r\\n'");
         // A TLS ClientHello naming `sni`, every byte an octal escape.
         let hello = |sni: &str| {
@@ -559,13 +560,17 @@ impl TransparentLab {
         for (label, cmd) in probes {
             script.push_str(&format!("echo '== {label}'; {cmd} 2>&1; "));
         }
+        for ip in literals {
+            let cmd = format!("{} | nc -w 3 {ip} 80", get(T_ALLOWED));
+            script.push_str(&format!("echo '== literal {ip}'; {cmd} 2>&1; "));
+        }
         script.push_str("echo '== end'");
         script
     }
 
     /// What the container saw and the daemon logged, judged; `engine` and
     /// `out` (the engine's run) for the messages.
-    fn judge(&self, engine: &str, out: &Output) {
+    fn judge(&self, engine: &str, out: &Output, literals: &[&str]) {
         let section = |label: &str| -> String {
             let start = format!("== {label}\n");
             let Some(at) = out.stdout.find(&start) else {
@@ -619,6 +624,13 @@ impl TransparentLab {
             "the IP literal {} was not refused: {context}",
             self.ip
         );
+        for ip in literals {
+            let got = section(&format!("literal {ip}"));
+            assert!(
+                got.starts_with("HTTP/1.1 403") && got.contains("an IP literal"),
+                "the IP literal {ip} was not refused: {context}"
+            );
+        }
         // The log lines: the refused name, the allowed request, the literal.
         let records: Vec<serde_json::Value> = log
             .lines()
@@ -632,13 +644,15 @@ impl TransparentLab {
                     && r["container"].as_str().is_some_and(|c| !c.is_empty())
             })
         };
-        for (kind, host, decision) in [
+        let mut want = vec![
             ("dns", T_REFUSED, "deny"),
             ("dns", T_ALLOWED, "allow"),
             ("transparent-http", T_ALLOWED, "allow"),
             ("transparent-tls", T_ALLOWED, "allow"),
             ("transparent", self.ip.as_str(), "deny"),
-        ] {
+        ];
+        want.extend(literals.iter().map(|ip| ("transparent", *ip, "deny")));
+        for (kind, host, decision) in want {
             assert!(
                 logged(kind, host, decision),
                 "no {kind} {decision} line for {host}: {context}"
@@ -670,9 +684,9 @@ fn podman_transparent(engine: &str, podman: &Podman, flags: &[&str]) {
     let wrapper = ArgvWrapper::new(engine);
     let config = transparent_policy();
     let name = unique_name(engine);
-    let out = podman.run_script(&wrapper, &config, &name, flags, &lab.script());
+    let out = podman.run_script(&wrapper, &config, &name, flags, &lab.script(&[]));
     wrapper.report(engine);
-    lab.judge(engine, &out);
+    lab.judge(engine, &out, &[]);
 }
 
 #[test]
@@ -771,13 +785,15 @@ fn transparent_egress_under_podman_own_network() {
 }
 
 /// A namespace for ctr to join, as a client with its own network set-up
-/// prepares one: eth0 on 198.51.100.`224 + 4 * slot + 2`/30, its default
-/// route via a gateway namespace of the test's own (so nothing from it
-/// could reach the host's network even without vibe-shim's wall).
+/// prepares one: eth0 on 198.51.100.`224 + 4 * slot + 2`/30 and
+/// 2001:db8:7665:`slot`::2/64, its default routes via a gateway namespace
+/// of the test's own (so nothing from it could reach the host's network
+/// even without vibe-shim's wall).
 struct CtrNetns {
     ns: Netns,
     _gateway: Netns,
     gateway_ip: String,
+    gateway_ip6: String,
 }
 
 impl CtrNetns {
@@ -810,10 +826,26 @@ impl CtrNetns {
         ns.ip(&["addr", "add", &format!("{ip}/30"), "dev", "eth0"]);
         ns.ip(&["link", "set", "eth0", "up"]);
         ns.ip(&["route", "add", "default", "via", &gw_ip]);
+        // No duplicate address detection: the addresses work at once.
+        let (gw_ip6, ip6) = (
+            format!("2001:db8:7665:{slot}::1"),
+            format!("2001:db8:7665:{slot}::2"),
+        );
+        gateway.ip(&[
+            "addr",
+            "add",
+            &format!("{gw_ip6}/64"),
+            "dev",
+            "gw0",
+            "nodad",
+        ]);
+        ns.ip(&["addr", "add", &format!("{ip6}/64"), "dev", "eth0", "nodad"]);
+        ns.ip(&["-6", "route", "add", "default", "via", &gw_ip6]);
         CtrNetns {
             ns,
             _gateway: gateway,
             gateway_ip: gw_ip,
+            gateway_ip6: gw_ip6,
         }
     }
 }
@@ -833,6 +865,8 @@ fn ctr_transparent(engine: &str, nameservers: Option<&dyn Fn(&CtrNetns) -> Strin
     let etc = PathBuf::from(env.var("VIBE_TEST_WORKTREES")).join(format!("{}-etc", id.0));
     let mut netns = None;
     let mut flags: Vec<String> = Vec::new();
+    // The namespace's IPv6 gateway (on the link) and an address off it.
+    let mut literals: Vec<String> = Vec::new();
     if let Some(nameservers) = nameservers {
         let prepared = CtrNetns::new();
         std::fs::create_dir_all(&etc).unwrap();
@@ -845,9 +879,12 @@ fn ctr_transparent(engine: &str, nameservers: Option<&dyn Fn(&CtrNetns) -> Strin
             "type=bind,src={},dst=/etc/resolv.conf,options=rbind:ro",
             resolv.display()
         ));
+        literals.push(prepared.gateway_ip6.clone());
+        literals.push("2001:db8:7470::160".into());
         netns = Some(prepared);
     }
-    let script = lab.script();
+    let literals: Vec<&str> = literals.iter().map(String::as_str).collect();
+    let script = lab.script(&literals);
     let mut args: Vec<&str> = vec!["run", "--rm", "--runc-binary", wrapper.path()];
     args.extend(flags.iter().map(String::as_str));
     args.extend_from_slice(&[CTR_IMAGE, &id.0, "sh", "-c", &script]);
@@ -855,7 +892,7 @@ fn ctr_transparent(engine: &str, nameservers: Option<&dyn Fn(&CtrNetns) -> Strin
     wrapper.report(engine);
     let _ = std::fs::remove_dir_all(&etc);
     drop(netns);
-    lab.judge(engine, &out);
+    lab.judge(engine, &out, &literals);
 }
 
 #[test]
@@ -877,6 +914,17 @@ fn transparent_egress_under_ctr_gateway_resolver() {
     ctr_transparent(
         "ctr-transparent-gw",
         Some(&|n: &CtrNetns| format!("nameserver {}\n", n.gateway_ip)),
+    );
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn transparent_egress_under_ctr_ipv6_gateway_resolver() {
+    // A nameserver on the container's link, over IPv6: the answerer on
+    // [::1]:3153.
+    ctr_transparent(
+        "ctr-transparent-gw6",
+        Some(&|n: &CtrNetns| format!("nameserver {}\n", n.gateway_ip6)),
     );
 }
 
