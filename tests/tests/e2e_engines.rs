@@ -841,12 +841,48 @@ impl CtrNetns {
         ]);
         ns.ip(&["addr", "add", &format!("{ip6}/64"), "dev", "eth0", "nodad"]);
         ns.ip(&["-6", "route", "add", "default", "via", &gw_ip6]);
+        // What arrives from the container, counted: DNS (the gateway is
+        // a nameserver some tests name), and every IP packet but ICMPv6.
+        let rules = "table inet vte_seen {\n\
+             \tcounter dns {}\n\
+             \tcounter other {}\n\
+             \tchain pre {\n\
+             \t\ttype filter hook prerouting priority 0; policy accept;\n\
+             \t\tmeta l4proto { tcp, udp } th dport 53 counter name dns\n\
+             \t\tmeta l4proto != ipv6-icmp counter name other\n\
+             \t}\n\
+             }\n";
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), rules).unwrap();
+        let loaded = gateway.exec(&["nft", "-f", file.path().to_str().unwrap()]);
+        assert!(
+            loaded.status.success(),
+            "nft in the gateway namespace: {}",
+            String::from_utf8_lossy(&loaded.stderr)
+        );
         CtrNetns {
             ns,
             _gateway: gateway,
             gateway_ip: gw_ip,
             gateway_ip6: gw_ip6,
         }
+    }
+
+    /// The gateway's counters: (DNS packets, IP packets but ICMPv6) from
+    /// the container.
+    fn seen(&self) -> (u64, u64) {
+        let read = |name: &str| -> u64 {
+            let out = self
+                ._gateway
+                .exec(&["nft", "list", "counter", "inet", "vte_seen", name]);
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            text.split_whitespace()
+                .skip_while(|w| *w != "packets")
+                .nth(1)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("counter {name}: {text}"))
+        };
+        (read("dns"), read("other"))
     }
 }
 
@@ -881,6 +917,18 @@ fn ctr_transparent(engine: &str, nameservers: Option<&dyn Fn(&CtrNetns) -> Strin
         ));
         literals.push(prepared.gateway_ip6.clone());
         literals.push("2001:db8:7470::160".into());
+        // The counters count: one datagram to the gateway's port 53,
+        // sent before the container runs, is the baseline.
+        let sent = prepared.ns.exec(&[
+            "python3",
+            "-c",
+            &format!(
+                "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('{}', 53))",
+                prepared.gateway_ip
+            ),
+        ]);
+        assert!(sent.status.success(), "{sent:?}");
+        assert_eq!(prepared.seen(), (1, 1), "the gateway's counters");
         netns = Some(prepared);
     }
     let literals: Vec<&str> = literals.iter().map(String::as_str).collect();
@@ -891,8 +939,17 @@ fn ctr_transparent(engine: &str, nameservers: Option<&dyn Fn(&CtrNetns) -> Strin
     let out = ctr(CTR_NS, &args, Duration::from_secs(120));
     wrapper.report(engine);
     let _ = std::fs::remove_dir_all(&etc);
-    drop(netns);
     lab.judge(engine, &out, &literals);
+    // The nameserver resolv.conf names, and the gateway at all, saw
+    // nothing: no query, for an allowed name or a refused one.
+    if let Some(netns) = netns {
+        assert_eq!(
+            netns.seen(),
+            (1, 1),
+            "{engine}: the gateway saw (DNS, IP) packets from the container \
+             beyond the test's own one"
+        );
+    }
 }
 
 #[test]
