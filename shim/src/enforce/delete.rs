@@ -34,10 +34,6 @@ pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString], egress_socket:
 
 /// Everything vibe-shim keeps for a container that runc destroys: `delete`
 /// before runc's, and the poststop hook when runc deletes it itself.
-/// The per-root level above the container's directory stays (one empty
-/// directory per runc root): removing it with its last container cost a
-/// directory removal per delete and a mkdir per create, and could pull it
-/// from under a concurrent create's ensure_private under the same root.
 pub fn release(egress_socket: &Path, root: &Path, id: &str) {
     let Ok(dir) = state_dir::container_dir(root, id) else {
         return;
@@ -55,6 +51,11 @@ pub fn release(egress_socket: &Path, root: &Path, id: &str) {
         eprintln!("vibe-shim: delete: {e}");
     }
     crate::timing::mark("state-dir");
+    // The per-root level goes with its last container (ENOTEMPTY otherwise):
+    // every create's id check lists the levels, so they must not pile up.
+    if let Some(parent) = dir.parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
 }
 
 /// Mode "proxy": the egress daemon stops serving the container (closing
