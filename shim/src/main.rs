@@ -65,10 +65,15 @@ fn run() -> i32 {
     }
     match check_argv(&inv, &verb) {
         Ok(Route::PassThrough) => {
+            let settings = policy_file::pass_through_settings(&config_path);
             if verb == "delete" && !inv.no_action {
-                delete::cleanup(inv.root.as_deref(), inv.verb_args(), &config_path);
+                delete::cleanup(
+                    inv.root.as_deref(),
+                    inv.verb_args(),
+                    &settings.egress_socket,
+                );
             }
-            pass_through(&inv, &config_path)
+            pass_through(&inv, settings.runtime)
         }
         Ok(Route::Enforce(argv)) => enforce(&inv, &verb, config_path, &argv),
         Err(denial) => fail(&inv, &denial),

@@ -214,21 +214,40 @@ fn resolve(config: &Path, profile: &Path) -> PathBuf {
     }
 }
 
-/// For `delete`: only `[network] egress_socket` (resolved as [`load`]
-/// does), the default when the file is missing or invalid.
-pub fn egress_socket_only(path: &Path) -> PathBuf {
-    let socket = load_merged(path, TRUSTED_UID)
-        .ok()
-        .map(|(policy, _)| policy.network.egress_socket)
-        .unwrap_or_else(|| PathBuf::from(vibe_policy::config::DEFAULT_EGRESS_SOCKET));
-    resolve(path, &socket)
+/// What a pass-through verb reads from the policy, parsed once (a delete
+/// needs both). A missing or invalid file gives the defaults:
+/// state/kill/delete must keep working so an engine can clean up; they
+/// change no container's confinement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassThroughSettings {
+    /// `[runtime] path`, `None` for runc in PATH.
+    pub runtime: Option<PathBuf>,
+    /// `[network] egress_socket`, resolved as [`load`] does.
+    pub egress_socket: PathBuf,
 }
 
-/// For pass-through verbs: only `[runtime] path`, and `None` if the file is
-/// missing or invalid (state/kill/delete must keep working so an engine can
-/// clean up; they change no container's confinement).
+pub fn pass_through_settings(path: &Path) -> PassThroughSettings {
+    let policy = load_merged(path, TRUSTED_UID)
+        .ok()
+        .map(|(policy, _)| policy);
+    let socket = policy
+        .as_ref()
+        .map(|p| p.network.egress_socket.clone())
+        .unwrap_or_else(|| PathBuf::from(vibe_policy::config::DEFAULT_EGRESS_SOCKET));
+    PassThroughSettings {
+        runtime: policy.and_then(|p| p.runtime.path),
+        egress_socket: resolve(path, &socket),
+    }
+}
+
+/// Only `[network] egress_socket` ([`pass_through_settings`]).
+pub fn egress_socket_only(path: &Path) -> PathBuf {
+    pass_through_settings(path).egress_socket
+}
+
+/// Only `[runtime] path` ([`pass_through_settings`]).
 pub fn runtime_path_only(path: &Path) -> Option<PathBuf> {
-    load_merged(path, TRUSTED_UID).ok()?.0.runtime.path
+    pass_through_settings(path).runtime
 }
 
 #[cfg(test)]
@@ -363,5 +382,30 @@ mod tests {
         .unwrap();
         let err = load_with_owner(&path, me()).unwrap_err().to_string();
         assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn pass_through_settings_read_once_with_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let missing = pass_through_settings(&path);
+        assert_eq!(missing.runtime, None);
+        assert_eq!(
+            missing.egress_socket,
+            PathBuf::from(vibe_policy::config::DEFAULT_EGRESS_SOCKET)
+        );
+        std::fs::write(
+            &path,
+            "[runtime]\npath = \"/usr/bin/x\"\n[network]\negress_socket = \"e/egress.sock\"\n",
+        )
+        .unwrap();
+        let set = pass_through_settings(&path);
+        assert_eq!(set.runtime, Some(PathBuf::from("/usr/bin/x")));
+        assert_eq!(set.egress_socket, dir.path().join("e/egress.sock"));
+        assert_eq!(egress_socket_only(&path), set.egress_socket);
+        assert_eq!(runtime_path_only(&path), set.runtime);
+        // Invalid: the defaults, so an engine's delete still reaches runc.
+        std::fs::write(&path, "[runtime\n").unwrap();
+        assert_eq!(pass_through_settings(&path), missing);
     }
 }

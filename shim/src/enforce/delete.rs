@@ -14,7 +14,8 @@ use crate::sys::state_dir;
 /// Removes the container's private directory when runc's delete will
 /// remove the container. Errors are reported but never stop the delete: a
 /// leftover directory is removed by the next create with the same id.
-pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString], config: &Path) {
+/// `egress_socket`: the policy's egress daemon.
+pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString], egress_socket: &Path) {
     let items = scan_verb(args, DELETE_FLAGS, false);
     let Some(id) = first_positional(&items).and_then(|id| id.to_str()) else {
         return;
@@ -28,12 +29,12 @@ pub fn cleanup(root: Option<&std::ffi::OsStr>, args: &[OsString], config: &Path)
         return;
     }
     crate::timing::mark("scan");
-    release(config, &root, id);
+    release(egress_socket, &root, id);
 }
 
 /// Everything vibe-shim keeps for a container that runc destroys: `delete`
 /// before runc's, and the poststop hook when runc deletes it itself.
-pub fn release(config: &Path, root: &Path, id: &str) {
+pub fn release(egress_socket: &Path, root: &Path, id: &str) {
     let Ok(dir) = state_dir::container_dir(root, id) else {
         return;
     };
@@ -44,13 +45,14 @@ pub fn release(config: &Path, root: &Path, id: &str) {
         eprintln!("vibe-shim: delete: network: {e}");
     }
     crate::timing::mark("host-rules");
-    unregister_egress(config, root, id);
+    unregister_egress(egress_socket, root, id);
     crate::timing::mark("egress");
     if let Err(e) = state_dir::remove(&dir) {
         eprintln!("vibe-shim: delete: {e}");
     }
     crate::timing::mark("state-dir");
-    // The per-root level goes with its last container (ENOTEMPTY otherwise).
+    // The per-root level goes with its last container (ENOTEMPTY otherwise):
+    // every create's id check lists the levels, so they must not pile up.
     if let Some(parent) = dir.parent() {
         let _ = std::fs::remove_dir(parent);
     }
@@ -59,10 +61,9 @@ pub fn release(config: &Path, root: &Path, id: &str) {
 /// Mode "proxy": the egress daemon stops serving the container (closing
 /// its listeners, which pin the namespace). Best effort and quiet when no
 /// daemon listens: its sweep drops containers whose process is gone.
-fn unregister_egress(config: &Path, root: &Path, id: &str) {
+fn unregister_egress(socket: &Path, root: &Path, id: &str) {
     use vibe_hooks::egress::client::ControlError;
-    let socket = crate::policy_file::egress_socket_only(config);
-    match vibe_hooks::egress::client::unregister(&socket, root, id) {
+    match vibe_hooks::egress::client::unregister(socket, root, id) {
         Ok(()) | Err(ControlError::Connect { .. }) => {}
         Err(e) => eprintln!("vibe-shim: delete: {e}"),
     }

@@ -32,9 +32,9 @@ fn find_runtime(configured: Option<&Path>) -> Result<(PathBuf, bool), runtime::R
     .map(|p| (p, false))
 }
 
-/// Execs runc with argv untouched (a verb that needs no judging).
-pub fn pass_through(inv: &Invocation, config_path: &Path) -> i32 {
-    let configured = policy_file::runtime_path_only(config_path);
+/// Execs runc with argv untouched (a verb that needs no judging);
+/// `configured` is the policy's `[runtime] path`.
+pub fn pass_through(inv: &Invocation, configured: Option<PathBuf>) -> i32 {
     match find_runtime(configured.as_deref()) {
         Ok((runc, sealed)) => {
             crate::timing::mark("runtime");

@@ -9,9 +9,14 @@ use std::path::{Path, PathBuf};
 use vibe_policy::host::{proc_ns_name, HostView, NamespaceId, NetnsTable};
 use vibe_policy::host::{FileFacts, HookFile};
 
+/// Each file is read once per verb: every question about the mount table
+/// is answered from one snapshot (a create asked up to four times), and
+/// our own limits do not change before we exec runc.
 #[derive(Default)]
 pub struct RealHost {
+    mountinfo: OnceCell<Option<Vec<u8>>>,
     mount_points: OnceCell<Vec<PathBuf>>,
+    limits: OnceCell<Option<String>>,
 }
 
 impl RealHost {
@@ -19,12 +24,15 @@ impl RealHost {
         Self::default()
     }
 
+    fn mountinfo(&self) -> Option<&[u8]> {
+        self.mountinfo
+            .get_or_init(|| std::fs::read("/proc/self/mountinfo").ok())
+            .as_deref()
+    }
+
     fn mount_points(&self) -> &[PathBuf] {
-        self.mount_points.get_or_init(|| {
-            std::fs::read("/proc/self/mountinfo")
-                .map(|text| parse_mount_points(&text))
-                .unwrap_or_default()
-        })
+        self.mount_points
+            .get_or_init(|| self.mountinfo().map(parse_mount_points).unwrap_or_default())
     }
 }
 
@@ -130,8 +138,7 @@ impl HostView for RealHost {
     }
 
     fn mount_fs_type(&self, path: &Path) -> Option<String> {
-        let text = std::fs::read("/proc/self/mountinfo").ok()?;
-        mount_fs_type_in(&text, path)
+        mount_fs_type_in(self.mountinfo()?, path)
     }
 
     fn netns_policy_table(&self, path: &Path, tag: &str) -> Option<NetnsTable> {
@@ -165,8 +172,8 @@ impl HostView for RealHost {
     }
 
     fn mount_views(&self, path: &Path) -> usize {
-        std::fs::read("/proc/self/mountinfo")
-            .map(|text| mount_views_in(&text, path))
+        self.mountinfo()
+            .map(|text| mount_views_in(text, path))
             .unwrap_or(0)
     }
 
@@ -240,8 +247,10 @@ impl HostView for RealHost {
 
     /// Our own limits: vibe-shim execs runc, which keeps them.
     fn inherited_rlimit(&self, name: &str) -> Option<(u64, u64)> {
-        let text = std::fs::read_to_string("/proc/self/limits").ok()?;
-        parse_limit(&text, name)
+        let text = self
+            .limits
+            .get_or_init(|| std::fs::read_to_string("/proc/self/limits").ok());
+        parse_limit(text.as_deref()?, name)
     }
 }
 
@@ -624,5 +633,30 @@ mod tests {
             host.canonicalize(Path::new("/proc/../proc/self/..")),
             Some(PathBuf::from("/proc"))
         );
+    }
+
+    #[test]
+    fn one_snapshot_answers_every_mount_and_limit_question() {
+        let host = RealHost::new();
+        let fresh = std::fs::read("/proc/self/mountinfo").unwrap();
+        assert_eq!(
+            host.mount_fs_type(Path::new("/proc")).as_deref(),
+            Some("proc")
+        );
+        assert_eq!(
+            host.mount_fs_type(Path::new("/")),
+            mount_fs_type_in(&fresh, Path::new("/"))
+        );
+        assert_eq!(
+            host.mount_views(Path::new("/")),
+            mount_views_in(&fresh, Path::new("/"))
+        );
+        assert!(host.mount_points().contains(&PathBuf::from("/proc")));
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        for name in ["RLIMIT_NOFILE", "RLIMIT_NPROC"] {
+            assert_eq!(host.inherited_rlimit(name), parse_limit(&limits, name));
+            // The second answer comes from the same read.
+            assert_eq!(host.inherited_rlimit(name), parse_limit(&limits, name));
+        }
     }
 }

@@ -119,7 +119,8 @@ fn run_hook(config: &Path, hook: Hook, stdin: &mut dyn Read) -> Result<(), HookV
             if let [flag, root, id] = &args[..] {
                 if let (true, Some(id)) = (flag == vibe_hooks::HOOK_RUNC_ROOT_FLAG, id.to_str()) {
                     let root = crate::sys::state_dir::runc_root(Some(root));
-                    crate::enforce::delete::release(config, &root, id);
+                    let socket = policy_file::egress_socket_only(config);
+                    crate::enforce::delete::release(&socket, &root, id);
                 }
             }
             Ok(())
