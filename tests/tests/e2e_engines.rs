@@ -794,6 +794,8 @@ struct CtrNetns {
     _gateway: Netns,
     gateway_ip: String,
     gateway_ip6: String,
+    /// The sid engine's copy of `/run/netns/<name>`, to unmount.
+    engine_file: bool,
 }
 
 impl CtrNetns {
@@ -827,10 +829,11 @@ impl CtrNetns {
         ns.ip(&["link", "set", "eth0", "up"]);
         ns.ip(&["route", "add", "default", "via", &gw_ip]);
         // No duplicate address detection: the addresses work at once.
-        let (gw_ip6, ip6) = (
-            format!("2001:db8:7665:{slot}::1"),
-            format!("2001:db8:7665:{slot}::2"),
-        );
+        // As the kernel and the daemon's log write them (slot 0 is `::`).
+        let v6 = |host: u16| {
+            std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x7665, slot.into(), 0, 0, 0, host).to_string()
+        };
+        let (gw_ip6, ip6) = (v6(1), v6(2));
         gateway.ip(&[
             "addr",
             "add",
@@ -860,11 +863,16 @@ impl CtrNetns {
             "nft in the gateway namespace: {}",
             String::from_utf8_lossy(&loaded.stderr)
         );
+        let engine_file = env().stack() == "sid";
+        if engine_file {
+            bind_in_engine_ns(&ns);
+        }
         CtrNetns {
             ns,
             _gateway: gateway,
             gateway_ip: gw_ip,
             gateway_ip6: gw_ip6,
+            engine_file,
         }
     }
 
@@ -884,6 +892,57 @@ impl CtrNetns {
         };
         (read("dns"), read("other"))
     }
+}
+
+impl Drop for CtrNetns {
+    fn drop(&mut self) {
+        if self.engine_file {
+            let path = self.ns.path().display().to_string();
+            let script = format!("umount {path}; rm -f {path}");
+            let _ = vibe_shim_tests::netns::run(&env().in_engine_ns(&["sh", "-c", &script]));
+        }
+    }
+}
+
+/// Makes `ns`'s `/run/netns/<name>` in the sid engine's mount namespace
+/// too: that namespace took no mount made after the engine started, so
+/// the host's bind is not there. It is bound from a process held in the
+/// namespace only for the bind: a namespace a process is in would be
+/// judged another container's.
+fn bind_in_engine_ns(ns: &Netns) {
+    let host_file = ns.path();
+    let want = std::fs::metadata(&host_file)
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap_or_else(|e| panic!("{}: {e}", host_file.display()));
+    let mut holder = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.name, "sleep", "60"])
+        .spawn()
+        .expect("ip netns exec sleep");
+    let pid = holder.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(format!("/proc/{pid}/ns/net"))
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .ok()
+        != Some(want)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder never entered {}",
+            ns.name
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let path = host_file.display().to_string();
+    let script =
+        format!("mkdir -p /run/netns && touch {path} && mount --bind /proc/{pid}/ns/net {path}");
+    let bound = vibe_shim_tests::netns::run(&env().in_engine_ns(&["sh", "-c", &script]));
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(
+        bound.status.success(),
+        "binding {path} in the engine's mount namespace: {}",
+        String::from_utf8_lossy(&bound.stderr)
+    );
 }
 
 /// `ctr run` of the probe. `nameservers`: `Some` joins a prepared
