@@ -25,12 +25,13 @@
 //! (SECCOMP_FILTER_FLAG_SPEC_ALLOW would turn off the speculative store
 //! bypass mitigation).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::seccomp_args::{alternatives, compiled, conjoin, is_stop, Conds, Conjunction};
-use crate::lang::json::{as_object, str_field, strings};
+use crate::lang::json::{as_object, str_field, str_items, strings};
 
 /// The only filter flag a client may add.
 const CLIENT_FLAGS: &[&str] = &["SECCOMP_FILTER_FLAG_LOG"];
@@ -46,10 +47,10 @@ type Stop = (String, Option<u64>);
 
 /// What the client's profile does with one syscall.
 #[derive(Debug, Clone, PartialEq)]
-enum Verdict {
+enum Verdict<'a> {
     AllowAll,
-    DenyAll(Stop),
-    AllowWhen(Vec<Conds>),
+    DenyAll(&'a Stop),
+    AllowWhen(&'a [Conds]),
 }
 
 #[derive(Debug, Default)]
@@ -62,10 +63,70 @@ struct ClientRules {
     pass_when: Vec<Conds>,
 }
 
+/// The names the policy's rules let through, each with a slot: the client's
+/// profile is read only for these (a Docker profile names some 370
+/// syscalls, and this runs at every create). The keys are the policy's, so
+/// a client's names cannot crowd the table; they are only looked up.
+struct Slots<'p> {
+    index: HashMap<&'p str, usize, BuildHasherDefault<Fnv>>,
+    names: Vec<&'p str>,
+}
+
+impl<'p> Slots<'p> {
+    fn new(rules: &'p [Value]) -> Slots<'p> {
+        let count = rules
+            .iter()
+            .filter_map(|r| r.get("names").and_then(Value::as_array))
+            .map(Vec::len)
+            .sum();
+        let mut slots = Slots {
+            index: HashMap::with_capacity_and_hasher(count, BuildHasherDefault::default()),
+            names: Vec::with_capacity(count),
+        };
+        for name in rules
+            .iter()
+            .filter(|r| !is_stop(str_field(r, "action")))
+            .flat_map(|r| str_items(r.get("names")))
+        {
+            let next = slots.names.len();
+            if *slots.index.entry(name).or_insert(next) == next {
+                slots.names.push(name);
+            }
+        }
+        slots
+    }
+
+    fn get(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+}
+
+/// FNV-1a: the table's keys are the policy's own names, short and few.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
 struct Client {
     /// `None` when the client's default lets syscalls through.
     default_stop: Option<Stop>,
-    rules: BTreeMap<String, ClientRules>,
+    /// What the client's rules say of each slot's name.
+    rules: Vec<ClientRules>,
 }
 
 fn errno_ret(value: &Value, key: &str) -> Option<u64> {
@@ -73,11 +134,12 @@ fn errno_ret(value: &Value, key: &str) -> Option<u64> {
 }
 
 impl Client {
-    fn read(profile: &Value) -> Client {
+    fn read(profile: &Value, slots: &Slots) -> Client {
         let default = str_field(profile, "defaultAction");
         let default_stop =
             is_stop(default).then(|| (default.to_string(), errno_ret(profile, "defaultErrnoRet")));
-        let mut rules: BTreeMap<String, ClientRules> = BTreeMap::new();
+        let mut rules: Vec<ClientRules> = Vec::new();
+        rules.resize_with(slots.names.len(), ClientRules::default);
         for rule in profile
             .get("syscalls")
             .and_then(Value::as_array)
@@ -90,8 +152,8 @@ impl Client {
                 continue;
             };
             let unconditional = alts.iter().any(Vec::is_empty);
-            for name in strings(rule.get("names")) {
-                let entry = rules.entry(name).or_default();
+            for slot in str_items(rule.get("names")).filter_map(|n| slots.get(n)) {
+                let entry = &mut rules[slot];
                 if is_stop(action) {
                     if unconditional && entry.stop.is_none() {
                         entry.stop = Some((action.to_string(), errno_ret(rule, "errnoRet")));
@@ -109,9 +171,9 @@ impl Client {
         }
     }
 
-    fn verdict(&self, name: &str) -> Verdict {
-        let rules = self.rules.get(name);
-        if let Some(stop) = rules.and_then(|r| r.stop.clone()) {
+    fn verdict(&self, slot: usize) -> Verdict<'_> {
+        let rules = self.rules.get(slot);
+        if let Some(stop) = rules.and_then(|r| r.stop.as_ref()) {
             return Verdict::DenyAll(stop);
         }
         let Some(default_stop) = &self.default_stop else {
@@ -119,8 +181,8 @@ impl Client {
         };
         match rules {
             Some(r) if r.pass_all => Verdict::AllowAll,
-            Some(r) if !r.pass_when.is_empty() => Verdict::AllowWhen(r.pass_when.clone()),
-            _ => Verdict::DenyAll(default_stop.clone()),
+            Some(r) if !r.pass_when.is_empty() => Verdict::AllowWhen(&r.pass_when),
+            _ => Verdict::DenyAll(default_stop),
         }
     }
 }
@@ -132,42 +194,39 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
         return Err(MergeError::PolicyNotConfining(default_action.to_string()));
     }
     let default = compiled(default_action, errno_ret(policy, "defaultErrnoRet"));
-    let client_rules = Client::read(client);
     let rules: &[Value] = policy
         .get("syscalls")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice);
-
-    let verdicts: BTreeMap<String, Verdict> = rules
-        .iter()
-        .filter(|r| !is_stop(str_field(r, "action")))
-        .flat_map(|r| strings(r.get("names")))
-        .map(|name| {
-            let verdict = client_rules.verdict(&name);
-            (name, verdict)
-        })
+    let slots = Slots::new(rules);
+    let client_rules = Client::read(client, &slots);
+    let verdicts: Vec<Verdict> = (0..slots.names.len())
+        .map(|slot| client_rules.verdict(slot))
         .collect();
-    let denied: BTreeSet<&str> = verdicts
-        .iter()
-        .filter(|(_, v)| matches!(v, Verdict::DenyAll(_)))
-        .map(|(n, _)| n.as_str())
-        .collect();
+    let denied = |name: &str| {
+        slots
+            .get(name)
+            .is_some_and(|slot| matches!(verdicts[slot], Verdict::DenyAll(_)))
+    };
 
     let mut kept = Vec::new();
     let mut narrowed = Narrowed::default();
     for rule in rules {
-        let names = strings(rule.get("names"));
-        let mut keep = Vec::new();
+        let names = str_items(rule.get("names"));
+        let mut keep: Vec<&str> = Vec::new();
         if is_stop(str_field(rule, "action")) {
-            keep.extend(names.into_iter().filter(|n| !denied.contains(n.as_str())));
+            keep.extend(names.filter(|n| !denied(n)));
         } else {
-            let policy_alts = alternatives(rule.get("args"));
+            // Read only when a client condition needs it.
+            let policy_alts = std::cell::OnceCell::new();
             for name in names {
-                match verdicts.get(&name) {
+                match slots.get(name).map(|slot| &verdicts[slot]) {
                     Some(Verdict::AllowAll) => keep.push(name),
                     Some(Verdict::AllowWhen(client_alts)) => {
                         // A policy rule we cannot read is not widened: it goes.
-                        let Ok(policy_alts) = &policy_alts else {
+                        let Ok(policy_alts) =
+                            policy_alts.get_or_init(|| alternatives(rule.get("args")))
+                        else {
                             continue;
                         };
                         let both = conjunctions(policy_alts, client_alts);
@@ -175,7 +234,7 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
                             keep.push(name);
                         } else {
                             for conds in both {
-                                narrowed.add(rule, &name, &conds);
+                                narrowed.add(rule, name, &conds);
                             }
                         }
                     }
@@ -184,17 +243,28 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
             }
         }
         if !keep.is_empty() {
-            let mut rule = rule.clone();
-            as_object(&mut rule).insert("names".to_string(), json!(keep));
-            kept.push(rule);
+            kept.push(with_names(rule, &keep));
         }
     }
     kept.extend(narrowed.rules);
-    kept.extend(client_denials(&verdicts, default));
+    kept.extend(client_denials(&slots, &verdicts, default));
 
-    let mut out = policy.clone();
-    let map = as_object(&mut out);
-    map.insert("syscalls".to_string(), Value::Array(kept));
+    // The policy's profile, its rules replaced: copied field by field, so
+    // its own rules are never copied only to be dropped.
+    let mut map = Map::new();
+    if let Some(fields) = policy.as_object() {
+        for (key, value) in fields {
+            let value = if key == "syscalls" {
+                Value::Array(std::mem::take(&mut kept))
+            } else {
+                value.clone()
+            };
+            map.insert(key.clone(), value);
+        }
+    }
+    if !map.contains_key("syscalls") {
+        map.insert("syscalls".to_string(), Value::Array(kept));
+    }
     if let Some(Value::Array(archs)) = policy.get("architectures") {
         let client_archs = strings(client.get("architectures"));
         let both: Vec<Value> = archs
@@ -216,7 +286,28 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
         flags.extend(extra);
         map.insert("flags".to_string(), json!(flags));
     }
-    Ok(out)
+    Ok(Value::Object(map))
+}
+
+/// A copy of `rule` naming only `names`.
+fn with_names(rule: &Value, names: &[&str]) -> Value {
+    // Built directly: `json!` would go through serde's serializer.
+    let names = || Value::Array(names.iter().map(|n| Value::String(n.to_string())).collect());
+    let mut map = Map::new();
+    if let Some(fields) = rule.as_object() {
+        for (key, value) in fields {
+            let value = if key == "names" {
+                names()
+            } else {
+                value.clone()
+            };
+            map.insert(key.clone(), value);
+        }
+    }
+    if !map.contains_key("names") {
+        map.insert("names".to_string(), names());
+    }
+    Value::Object(map)
 }
 
 /// Every non-empty, loadable conjunction of a policy and a client alternative.
@@ -276,9 +367,18 @@ impl Narrowed {
 
 /// One rule per client stopping action for the syscalls the client denies
 /// outright, except where the policy's default already does the same.
-fn client_denials(verdicts: &BTreeMap<String, Verdict>, default: (&str, u64)) -> Vec<Value> {
-    let mut groups: Vec<(Stop, Vec<String>)> = Vec::new();
-    for (name, verdict) in verdicts {
+fn client_denials(slots: &Slots, verdicts: &[Verdict], default: (&str, u64)) -> Vec<Value> {
+    let mut groups: Vec<(&Stop, Vec<&str>)> = Vec::new();
+    // In name order, as the rules have always been written.
+    let mut names: Vec<(&str, &Verdict)> = slots
+        .names
+        .iter()
+        .zip(verdicts)
+        .filter(|(_, v)| matches!(v, Verdict::DenyAll(_)))
+        .map(|(n, v)| (*n, v))
+        .collect();
+    names.sort_unstable_by_key(|(n, _)| *n);
+    for (name, verdict) in names {
         let Verdict::DenyAll(stop) = verdict else {
             continue;
         };
@@ -286,8 +386,8 @@ fn client_denials(verdicts: &BTreeMap<String, Verdict>, default: (&str, u64)) ->
             continue;
         }
         match groups.iter_mut().find(|(s, _)| s == stop) {
-            Some((_, names)) => names.push(name.clone()),
-            None => groups.push((stop.clone(), vec![name.clone()])),
+            Some((_, names)) => names.push(name),
+            None => groups.push((stop, vec![name])),
         }
     }
     groups
