@@ -44,7 +44,9 @@ fn dirs(mounts: &[Mount], cgroup: &str, controller: Option<&str>) -> Vec<String>
         Some(c) => m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == c),
         None => m.fstype == "cgroup2",
     });
-    let Some(mount) = mount else { return Vec::new() };
+    let Some(mount) = mount else {
+        return Vec::new();
+    };
     let rel = match path.strip_prefix(mount.root.trim_end_matches('/')) {
         Some(rel) if rel.is_empty() || rel.starts_with('/') => rel,
         // Another namespace's path: only the mount itself is known.
@@ -73,7 +75,9 @@ fn limit(
     for (controller, file) in files {
         for dir in dirs(mounts, cgroup, *controller) {
             let path = format!("{dir}/{file}");
-            let Some(l) = read(&path).as_deref().and_then(parse_limit) else { continue };
+            let Some(l) = read(&path).as_deref().and_then(parse_limit) else {
+                continue;
+            };
             best = match (&best, l) {
                 (None, _) => Some((l, path)),
                 (Some((Limit::Max, _)), Limit::Value(_)) => Some((l, path)),
@@ -94,17 +98,31 @@ pub fn checks(
 ) -> Vec<Check> {
     let (Some(mountinfo), Some(cgroup)) = (mountinfo, cgroup) else {
         let why = "cannot read mountinfo or /proc/self/cgroup";
-        return vec![Check::new("cgroup.pids", false, why), Check::new("cgroup.memory", false, why)];
+        return vec![
+            Check::new("cgroup.pids", false, why),
+            Check::new("cgroup.memory", false, why),
+        ];
     };
     let mounts = parse(mountinfo);
-    let pids = limit(&mounts, cgroup, &[(None, "pids.max"), (Some("pids"), "pids.max")], read);
+    let pids = limit(
+        &mounts,
+        cgroup,
+        &[(None, "pids.max"), (Some("pids"), "pids.max")],
+        read,
+    );
     let memory = limit(
         &mounts,
         cgroup,
-        &[(None, "memory.max"), (Some("memory"), "memory.limit_in_bytes")],
+        &[
+            (None, "memory.max"),
+            (Some("memory"), "memory.limit_in_bytes"),
+        ],
         read,
     );
-    vec![verdict("cgroup.pids", "pids", pids), verdict("cgroup.memory", "memory", memory)]
+    vec![
+        verdict("cgroup.pids", "pids", pids),
+        verdict("cgroup.memory", "memory", memory),
+    ]
 }
 
 fn verdict(rule: &'static str, what: &str, seen: Option<(Limit, String)>) -> Check {
@@ -125,11 +143,15 @@ mod tests {
 618 617 0:29 /docker/abc /sys/fs/cgroup/pids ro,nosuid - cgroup cgroup rw,pids
 619 617 0:30 /docker/abc /sys/fs/cgroup/memory ro,nosuid - cgroup cgroup rw,memory
 ";
-    const V1_CGROUP: &str = "12:pids:/docker/abc\n9:memory:/docker/abc\n1:name=systemd:/docker/abc\n";
-    const V2_MOUNTS: &str = "30 25 0:26 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+    const V1_CGROUP: &str =
+        "12:pids:/docker/abc\n9:memory:/docker/abc\n1:name=systemd:/docker/abc\n";
+    const V2_MOUNTS: &str =
+        "30 25 0:26 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
 
     fn files(list: &[(&str, &str)]) -> BTreeMap<String, String> {
-        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn run(mounts: &str, cgroup: &str, fs: &BTreeMap<String, String>) -> Vec<Check> {
@@ -148,7 +170,10 @@ mod tests {
     fn v1_without_limits_fails_both() {
         let fs = files(&[
             ("/sys/fs/cgroup/pids/pids.max", "max\n"),
-            ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n"),
+            (
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            ),
         ]);
         let c = run(V1_MOUNTS, V1_CGROUP, &fs);
         assert_eq!(c[0].verdict, Verdict::Fail);
@@ -160,11 +185,17 @@ mod tests {
     fn v1_limits_hold() {
         let fs = files(&[
             ("/sys/fs/cgroup/pids/pids.max", "512\n"),
-            ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "1073741824\n"),
+            (
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "1073741824\n",
+            ),
         ]);
         let c = run(V1_MOUNTS, V1_CGROUP, &fs);
         assert_eq!(c[0].observed, "/sys/fs/cgroup/pids/pids.max: 512");
-        assert_eq!(c[1].observed, "/sys/fs/cgroup/memory/memory.limit_in_bytes: 1073741824");
+        assert_eq!(
+            c[1].observed,
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes: 1073741824"
+        );
         assert!(c.iter().all(|c| c.verdict == Verdict::Pass));
     }
 
@@ -179,13 +210,19 @@ mod tests {
         let c = run(V2_MOUNTS, cgroup, &fs);
         assert_eq!(c[0].observed, "/sys/fs/cgroup/system.slice/pids.max: 100");
         assert_eq!(c[0].verdict, Verdict::Pass);
-        assert_eq!(c[1].observed, "/sys/fs/cgroup/system.slice/box/memory.max: max");
+        assert_eq!(
+            c[1].observed,
+            "/sys/fs/cgroup/system.slice/box/memory.max: max"
+        );
         assert_eq!(c[1].verdict, Verdict::Fail);
     }
 
     #[test]
     fn a_private_cgroup_namespace_reads_the_mount_itself() {
-        let fs = files(&[("/sys/fs/cgroup/pids.max", "64"), ("/sys/fs/cgroup/memory.max", "1048576")]);
+        let fs = files(&[
+            ("/sys/fs/cgroup/pids.max", "64"),
+            ("/sys/fs/cgroup/memory.max", "1048576"),
+        ]);
         let c = run(V2_MOUNTS, "0::/\n", &fs);
         assert!(c.iter().all(|c| c.verdict == Verdict::Pass), "{c:?}");
     }
@@ -195,6 +232,8 @@ mod tests {
         let c = run("", V1_CGROUP, &files(&[]));
         assert_eq!(c[0].observed, "no pids limit file visible");
         assert!(c.iter().all(|c| c.verdict == Verdict::Fail));
-        assert!(checks(None, None, &|_| None).iter().all(|c| c.verdict == Verdict::Fail));
+        assert!(checks(None, None, &|_| None)
+            .iter()
+            .all(|c| c.verdict == Verdict::Fail));
     }
 }

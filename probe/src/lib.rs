@@ -44,9 +44,13 @@ pub struct Args {
     /// [default: 10.0.0.1:80, 172.16.0.1:80, 192.168.0.1:80, 192.168.1.1:80]
     #[arg(long, value_name = "ADDR:PORT")]
     pub private: Vec<SocketAddr>,
-    /// The port tried on each default gateway and on 169.254.169.254
+    /// The port tried on each default gateway
     #[arg(long, value_name = "PORT", default_value_t = 80)]
     pub port: u16,
+    /// Cloud metadata addresses that must be unreachable (repeatable)
+    /// [default: 169.254.169.254:80]
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metadata: Vec<SocketAddr>,
     /// The name asked of the resolv.conf nameservers
     #[arg(long, value_name = "NAME", default_value = "example.com")]
     pub dns_name: String,
@@ -83,7 +87,10 @@ pub fn probe(args: &Args) -> Vec<Check> {
         mountinfo.as_deref(),
         &args.allow_writable,
         own_exe.as_deref(),
-        &|p| std::fs::symlink_metadata(p).is_ok(),
+        &mounts::Fs {
+            exists: &|p| std::fs::symlink_metadata(p).is_ok(),
+            writable: &may_write,
+        },
     ));
     checks.extend(cgroup::checks(
         mountinfo.as_deref(),
@@ -111,6 +118,16 @@ pub fn run(args: &Args) -> i32 {
         true => 0,
         false => 1,
     }
+}
+
+/// Whether this process may write at `path`: access(2) with the effective
+/// ids, as an open or a create would be judged.
+fn may_write(path: &str) -> bool {
+    let Ok(c) = std::ffi::CString::new(path) else {
+        return false;
+    };
+    // SAFETY: c is NUL-terminated.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
 }
 
 /// A kernel file's text; `None` when it cannot be read (the check that

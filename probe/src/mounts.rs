@@ -33,10 +33,15 @@ fn unescape(field: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        let oct = b.get(i + 1..i + 4).filter(|o| o.iter().all(|c| (b'0'..=b'7').contains(c)));
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|o| o.iter().all(|c| (b'0'..=b'7').contains(c)));
         match (b[i], oct) {
             (b'\\', Some(o)) => {
-                out.push(o.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                out.push(
+                    o.iter()
+                        .fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')),
+                );
                 i += 4;
             }
             (c, _) => {
@@ -76,20 +81,63 @@ const SCRATCH_FS: &[&str] = &["tmpfs", "devpts", "mqueue", "proc"];
 
 /// Filesystems that are the kernel's or the runtime's, not a host directory.
 const PSEUDO_FS: &[&str] = &[
-    "overlay", "tmpfs", "proc", "sysfs", "devpts", "mqueue", "cgroup", "cgroup2", "securityfs",
-    "debugfs", "tracefs", "fusectl", "pstore", "bpf", "configfs", "hugetlbfs", "nsfs",
-    "binfmt_misc", "autofs", "selinuxfs", "efivarfs",
+    "overlay",
+    "tmpfs",
+    "proc",
+    "sysfs",
+    "devpts",
+    "mqueue",
+    "cgroup",
+    "cgroup2",
+    "securityfs",
+    "debugfs",
+    "tracefs",
+    "fusectl",
+    "pstore",
+    "bpf",
+    "configfs",
+    "hugetlbfs",
+    "nsfs",
+    "binfmt_misc",
+    "autofs",
+    "selinuxfs",
+    "efivarfs",
 ];
 
 /// The engine's per-container files: judged as writable mounts, never as
 /// host paths (they are this container's copies).
 const ENGINE_FILES: &[&str] = &["/etc/hosts", "/etc/hostname", "/etc/resolv.conf"];
 
-/// Host directories whose appearance in a container is a door.
+/// Host directories whose appearance in a container, or of anything
+/// under them, is a door.
 const HOST_DIRS: &[&str] = &[
-    "/etc", "/root", "/home", "/boot", "/usr", "/proc", "/sys", "/dev", "/run", "/var/run",
-    "/var/lib/docker", "/var/lib/containerd", "/var/lib/containers", "/var/lib/kubelet",
+    "/etc",
+    "/root",
+    "/home",
+    "/boot",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+    "/var/lib/containers",
+    "/var/lib/kubelet",
 ];
+
+/// Host directories that are a door whole (their sockets are caught by
+/// name); files under them are runtimes' per-container state.
+const HOST_DIRS_WHOLE: &[&str] = &["/run", "/var/run", "/var", "/usr", "/var/lib"];
+
+/// A named volume's data: the container's own, not a host path.
+fn volume_data(root: &str) -> bool {
+    let Some(rest) = root.strip_prefix("/var/lib/docker/volumes/") else {
+        return false;
+    };
+    let Some((name, tail)) = rest.split_once('/') else {
+        return false;
+    };
+    !name.is_empty() && under(tail, "_data")
+}
 
 /// Engine sockets and state directories looked for by path.
 pub const HOST_PATHS: &[&str] = &[
@@ -109,18 +157,28 @@ fn under(path: &str, dir: &str) -> bool {
     path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
 }
 
-/// root.readonly: "/" mounted ro. mounts.writable: no writable mount but
-/// tmpfs, devpts, mqueue and proc, or one in `allow`. mounts.tmpfs_size:
-/// every writable tmpfs has an explicit size=. host.paths: no engine socket
-/// or state directory by path, and no mount of a real filesystem's root or
-/// of a host system directory (the engine's own files and this binary's
-/// bind aside). `exists` says whether a path exists (a fixture in tests).
+/// What the checks ask of the file system (fixtures in tests).
+pub struct Fs<'a> {
+    /// Whether a path exists.
+    pub exists: &'a dyn Fn(&str) -> bool,
+    /// Whether this process may write there (access(2), effective ids).
+    pub writable: &'a dyn Fn(&str) -> bool,
+}
+
+/// root.readonly: "/" mounted ro. mounts.writable: no mount this process
+/// can write to (mounted rw and access(2) grants W_OK) but tmpfs, devpts,
+/// mqueue and proc, or one in `allow`. mounts.tmpfs_size: every tmpfs it
+/// can write to has an explicit size=. host.paths: no engine socket or
+/// state directory by path, and no mount of a real filesystem's root or of
+/// a host system directory (the engine's own files, named volumes and this
+/// binary's bind aside).
 pub fn checks(
     mountinfo: Option<&str>,
     allow: &[String],
     own_exe: Option<&str>,
-    exists: &dyn Fn(&str) -> bool,
+    fs: &Fs<'_>,
 ) -> Vec<Check> {
+    let exists = fs.exists;
     let Some(text) = mountinfo else {
         let why = "cannot read /proc/self/mountinfo";
         let mut out: Vec<Check> = ["root.readonly", "mounts.writable", "mounts.tmpfs_size"]
@@ -133,8 +191,8 @@ pub fn checks(
     let mounts = parse(text);
     vec![
         root_readonly(&mounts),
-        writable(&mounts, allow),
-        tmpfs_size(&mounts),
+        writable(&mounts, allow, fs.writable),
+        tmpfs_size(&mounts, fs.writable),
         host_paths(&mounts, own_exe, exists),
     ]
 }
@@ -155,32 +213,45 @@ fn root_readonly(mounts: &[Mount]) -> Check {
         Some(m) => Check::new(
             "root.readonly",
             !m.writable(),
-            format!("/ ({}) {}", m.fstype, if m.writable() { "rw" } else { "ro" }),
+            format!(
+                "/ ({}) {}",
+                m.fstype,
+                if m.writable() { "rw" } else { "ro" }
+            ),
         ),
     }
 }
 
-fn writable(mounts: &[Mount], allow: &[String]) -> Check {
+fn writable(mounts: &[Mount], allow: &[String], may_write: &dyn Fn(&str) -> bool) -> Check {
     let rw: Vec<String> = visible(mounts)
         .into_iter()
         .filter(|m| m.writable() && !SCRATCH_FS.contains(&m.fstype.as_str()))
+        .filter(|m| may_write(&m.point))
         .filter(|m| !allow.iter().any(|a| a == &m.point))
         .map(|m| format!("{} ({})", m.point, m.fstype))
         .collect();
     match rw.is_empty() {
-        true => Check::new("mounts.writable", true, "none but tmpfs, devpts, mqueue, proc"),
+        true => Check::new(
+            "mounts.writable",
+            true,
+            "none this process can write but tmpfs, devpts, mqueue, proc",
+        ),
         false => Check::new("mounts.writable", false, format!("rw: {}", rw.join(", "))),
     }
 }
 
-fn tmpfs_size(mounts: &[Mount]) -> Check {
+fn tmpfs_size(mounts: &[Mount], may_write: &dyn Fn(&str) -> bool) -> Check {
     let mut sized = Vec::new();
     let mut unsized_ = Vec::new();
     for m in visible(mounts) {
-        if m.fstype != "tmpfs" || !m.writable() {
+        if m.fstype != "tmpfs" || !m.writable() || !may_write(&m.point) {
             continue;
         }
-        match m.super_options.split(',').find_map(|o| o.strip_prefix("size=")) {
+        match m
+            .super_options
+            .split(',')
+            .find_map(|o| o.strip_prefix("size="))
+        {
             Some(size) => sized.push(format!("{} {size}", m.point)),
             None => unsized_.push(m.point.clone()),
         }
@@ -197,7 +268,11 @@ fn tmpfs_size(mounts: &[Mount]) -> Check {
 }
 
 fn host_paths(mounts: &[Mount], own_exe: Option<&str>, exists: &dyn Fn(&str) -> bool) -> Check {
-    let mut seen: Vec<String> = HOST_PATHS.iter().filter(|p| exists(p)).map(|p| p.to_string()).collect();
+    let mut seen: Vec<String> = HOST_PATHS
+        .iter()
+        .filter(|p| exists(p))
+        .map(|p| p.to_string())
+        .collect();
     for m in visible(mounts) {
         if ENGINE_FILES.contains(&m.point.as_str()) || Some(m.point.as_str()) == own_exe {
             continue;
@@ -205,7 +280,10 @@ fn host_paths(mounts: &[Mount], own_exe: Option<&str>, exists: &dyn Fn(&str) -> 
         let socket = m.root.ends_with(".sock") || m.point.ends_with(".sock");
         let real_fs = !PSEUDO_FS.contains(&m.fstype.as_str());
         let host_dir = real_fs
-            && (m.root == "/" && m.point != "/" || HOST_DIRS.iter().any(|d| under(&m.root, d)));
+            && !volume_data(&m.root)
+            && (m.root == "/" && m.point != "/"
+                || HOST_DIRS.iter().any(|d| under(&m.root, d))
+                || HOST_DIRS_WHOLE.contains(&m.root.as_str()));
         let devices = m.fstype == "devtmpfs";
         if socket || host_dir || devices {
             let entry = format!("{} ({} {})", m.point, m.fstype, m.root);
@@ -215,7 +293,11 @@ fn host_paths(mounts: &[Mount], own_exe: Option<&str>, exists: &dyn Fn(&str) -> 
         }
     }
     match seen.is_empty() {
-        true => Check::new("host.paths", true, "no engine socket, state dir or host system dir"),
+        true => Check::new(
+            "host.paths",
+            true,
+            "no engine socket, state dir or host system dir",
+        ),
         false => Check::new("host.paths", false, format!("visible: {}", seen.join(", "))),
     }
 }
@@ -245,9 +327,17 @@ mod tests {
 ";
 
     fn run(text: &str, allow: &[&str], exists: &[&str]) -> Vec<Check> {
+        run_as(text, allow, exists, &[])
+    }
+
+    /// As root would see it, but for the `denied` points (access W_OK).
+    fn run_as(text: &str, allow: &[&str], exists: &[&str], denied: &[&str]) -> Vec<Check> {
         let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
-        let exists: Vec<String> = exists.iter().map(|s| s.to_string()).collect();
-        checks(Some(text), &allow, Some("/probe"), &|p| exists.iter().any(|e| e == p))
+        let fs = Fs {
+            exists: &|p| exists.contains(&p),
+            writable: &|p| !denied.contains(&p),
+        };
+        checks(Some(text), &allow, Some("/probe"), &fs)
     }
 
     #[test]
@@ -273,7 +363,11 @@ mod tests {
         );
         // Docker sizes /dev and /dev/shm; /sys/fs/cgroup's tmpfs is not.
         assert_eq!(c[2].verdict, Verdict::Fail);
-        assert!(c[2].observed.ends_with(": /sys/fs/cgroup"), "{}", c[2].observed);
+        assert!(
+            c[2].observed.ends_with(": /sys/fs/cgroup"),
+            "{}",
+            c[2].observed
+        );
         assert_eq!(c[3].verdict, Verdict::Pass, "{}", c[3].observed);
     }
 
@@ -282,20 +376,40 @@ mod tests {
         let text = RUNC
             .replace("/ / rw,relatime", "/ / ro,relatime")
             .replace(" rw,relatime - ext4", " ro,relatime - ext4")
-            .replace("tmpfs tmpfs rw,mode=755", "tmpfs tmpfs rw,size=1024k,mode=755");
+            .replace(
+                "tmpfs tmpfs rw,mode=755",
+                "tmpfs tmpfs rw,size=1024k,mode=755",
+            );
         let c = run(&text, &[], &[]);
         assert_eq!(c[0].verdict, Verdict::Pass);
         assert_eq!(c[1].verdict, Verdict::Pass, "{}", c[1].observed);
         assert_eq!(c[2].verdict, Verdict::Pass);
-        assert_eq!(c[2].observed, "/dev 65536k, /sys/fs/cgroup 1024k, /dev/shm 65536k");
+        assert_eq!(
+            c[2].observed,
+            "/dev 65536k, /sys/fs/cgroup 1024k, /dev/shm 65536k"
+        );
     }
 
     #[test]
     fn an_allowed_writable_mount_is_the_operators_choice() {
         let text = format!("{RUNC}700 612 8:1 /work/tree /work rw,relatime - ext4 /dev/sda1 rw\n");
-        let c = run(&text, &["/", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"], &[]);
+        let c = run(
+            &text,
+            &["/", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"],
+            &[],
+        );
         assert_eq!(c[1].observed, "rw: /work (ext4)");
-        let c = run(&text, &["/", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/work"], &[]);
+        let c = run(
+            &text,
+            &[
+                "/",
+                "/etc/hosts",
+                "/etc/hostname",
+                "/etc/resolv.conf",
+                "/work",
+            ],
+            &[],
+        );
         assert_eq!(c[1].verdict, Verdict::Pass);
     }
 
@@ -320,6 +434,39 @@ mod tests {
     }
 
     #[test]
+    fn a_mount_this_process_cannot_write_is_not_counted() {
+        let files = [
+            "/etc/hosts",
+            "/etc/hostname",
+            "/etc/resolv.conf",
+            "/sys/fs/cgroup",
+        ];
+        let text = RUNC.replace("/ / rw,relatime", "/ / ro,relatime");
+        let c = run_as(&text, &[], &[], &files);
+        assert_eq!(c[1].verdict, Verdict::Pass, "{}", c[1].observed);
+        assert_eq!(c[2].verdict, Verdict::Pass, "{}", c[2].observed);
+        let c = run_as(&text, &[], &[], &files[1..]);
+        assert_eq!(c[1].observed, "rw: /etc/hosts (ext4)");
+    }
+
+    #[test]
+    fn runtime_state_files_and_named_volumes_are_not_host_paths() {
+        let text = format!(
+            "{RUNC}\
+711 612 8:1 /run/vibe-shim/containers/x/notice /etc/vibe-shim/notice ro - ext4 /dev/sda1 rw
+712 612 8:1 /var/lib/docker/volumes/cache/_data /cache rw - ext4 /dev/sda1 rw
+713 612 8:1 /var/lib/docker/volumes /vols rw - ext4 /dev/sda1 rw
+714 612 8:1 /run /hostrun rw - ext4 /dev/sda1 rw
+"
+        );
+        let c = run(&text, &[], &[]);
+        assert_eq!(
+            c[3].observed,
+            "visible: /vols (ext4 /var/lib/docker/volumes), /hostrun (ext4 /run)"
+        );
+    }
+
+    #[test]
     fn a_mount_over_another_hides_it() {
         let text = format!("{RUNC}710 612 0:70 / / ro - overlay overlay ro\n");
         assert_eq!(run(&text, &[], &[])[0].verdict, Verdict::Pass);
@@ -327,7 +474,11 @@ mod tests {
 
     #[test]
     fn no_mountinfo_fails_closed() {
-        let c = checks(None, &[], None, &|_| false);
+        let fs = Fs {
+            exists: &|_| false,
+            writable: &|_| false,
+        };
+        let c = checks(None, &[], None, &fs);
         assert_eq!(c.len(), 4);
         assert!(c[..3].iter().all(|c| c.verdict == Verdict::Fail));
     }

@@ -95,7 +95,9 @@ fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
                 sin_zero: [0; 8],
             };
             // SAFETY: sockaddr_storage is larger than sockaddr_in.
@@ -107,7 +109,9 @@ fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 sin6_family: libc::AF_INET6 as libc::sa_family_t,
                 sin6_port: a.port().to_be(),
                 sin6_flowinfo: 0,
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
                 sin6_scope_id: a.scope_id(),
             };
             // SAFETY: sockaddr_storage is larger than sockaddr_in6.
@@ -155,14 +159,20 @@ fn wait(fds: &[Option<i32>], events: i16, timeout: Duration) -> Vec<bool> {
     let deadline = Instant::now() + timeout;
     let mut ready = vec![false; fds.len()];
     loop {
-        let pending: Vec<usize> = (0..fds.len()).filter(|&i| fds[i].is_some() && !ready[i]).collect();
+        let pending: Vec<usize> = (0..fds.len())
+            .filter(|&i| fds[i].is_some() && !ready[i])
+            .collect();
         let left = deadline.saturating_duration_since(Instant::now());
         if pending.is_empty() || left.is_zero() {
             return ready;
         }
         let mut pfds: Vec<libc::pollfd> = pending
             .iter()
-            .map(|&i| libc::pollfd { fd: fds[i].unwrap_or(-1), events, revents: 0 })
+            .map(|&i| libc::pollfd {
+                fd: fds[i].unwrap_or(-1),
+                events,
+                revents: 0,
+            })
             .collect();
         let ms = i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX);
         // SAFETY: pfds is a live array of pfds.len() pollfd.
@@ -180,8 +190,10 @@ fn wait(fds: &[Option<i32>], events: i16, timeout: Duration) -> Vec<bool> {
 
 /// Connects to every target at once, all within one `timeout`.
 pub fn connect_all(targets: &[SocketAddr], timeout: Duration) -> Vec<Reach> {
-    let started: Vec<Result<i32, Reach>> =
-        targets.iter().map(|&a| start(a, libc::SOCK_STREAM)).collect();
+    let started: Vec<Result<i32, Reach>> = targets
+        .iter()
+        .map(|&a| start(a, libc::SOCK_STREAM))
+        .collect();
     let fds: Vec<Option<i32>> = started.iter().map(|s| s.as_ref().ok().copied()).collect();
     let ready = wait(&fds, libc::POLLOUT, timeout);
     started
@@ -210,7 +222,13 @@ fn so_error(fd: i32) -> i32 {
     let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
     // SAFETY: err and len are live and sized for SO_ERROR.
     let r = unsafe {
-        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, (&mut err as *mut i32).cast(), &mut len)
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut i32).cast(),
+            &mut len,
+        )
     };
     match r {
         0 => err,
@@ -224,7 +242,9 @@ pub fn dns_query(name: &str, id: u16) -> Option<Vec<u8>> {
     q.extend_from_slice(&id.to_be_bytes());
     q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
     for label in name.trim_end_matches('.').split('.') {
-        let len = u8::try_from(label.len()).ok().filter(|l| (1..64).contains(l))?;
+        let len = u8::try_from(label.len())
+            .ok()
+            .filter(|l| (1..64).contains(l))?;
         q.push(len);
         q.extend_from_slice(label.as_bytes());
     }
@@ -284,17 +304,19 @@ fn ask(servers: &[IpAddr], name: &str, timeout: Duration) -> Vec<Dns> {
                 let got = match ready {
                     false => Dns::NoReply(Reach::Timeout),
                     // SAFETY: buf is live and 512 bytes; fd is ours.
-                    true => match unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) } {
-                        n if n < 0 => match errno() {
-                            libc::ECONNREFUSED => Dns::NoReply(Reach::Refused),
-                            e => Dns::NoReply(Reach::Error(e)),
-                        },
-                        n => match dns_answer(&buf[..n as usize], id) {
-                            Some((0, count)) if count > 0 => Dns::Resolved(count),
-                            Some((rcode, _)) => Dns::NoAddress(rcode),
-                            None => Dns::NoReply(Reach::Error(libc::EBADMSG)),
-                        },
-                    },
+                    true => {
+                        match unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) } {
+                            n if n < 0 => match errno() {
+                                libc::ECONNREFUSED => Dns::NoReply(Reach::Refused),
+                                e => Dns::NoReply(Reach::Error(e)),
+                            },
+                            n => match dns_answer(&buf[..n as usize], id) {
+                                Some((0, count)) if count > 0 => Dns::Resolved(count),
+                                Some((rcode, _)) => Dns::NoAddress(rcode),
+                                None => Dns::NoReply(Reach::Error(libc::EBADMSG)),
+                            },
+                        }
+                    }
                 };
                 close(fd);
                 got
@@ -336,17 +358,25 @@ pub fn reach_verdict(rule: &'static str, targets: &[SocketAddr], results: &[Reac
 pub fn checks(args: &Args, timeout: Duration) -> Vec<Check> {
     let route = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
     let route6 = std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default();
-    let mut gateways: Vec<SocketAddr> =
-        gateways_v4(&route).into_iter().map(|g| SocketAddr::new(g.into(), args.port)).collect();
+    let mut gateways: Vec<SocketAddr> = gateways_v4(&route)
+        .into_iter()
+        .map(|g| SocketAddr::new(g.into(), args.port))
+        .collect();
     for (g, iface) in gateways_v6(&route6) {
         let name = std::ffi::CString::new(iface).unwrap_or_default();
         // SAFETY: name is NUL-terminated.
         let scope = unsafe { libc::if_nametoindex(name.as_ptr()) };
         gateways.push(SocketAddr::V6(SocketAddrV6::new(g, args.port, 0, scope)));
     }
-    let metadata = vec![SocketAddr::new(METADATA.into(), args.port)];
+    let metadata = match args.metadata.is_empty() {
+        true => vec![SocketAddr::new(METADATA.into(), 80)],
+        false => args.metadata.clone(),
+    };
     let private: Vec<SocketAddr> = match args.private.is_empty() {
-        true => crate::DEFAULT_PRIVATE.iter().filter_map(|a| a.parse().ok()).collect(),
+        true => crate::DEFAULT_PRIVATE
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect(),
         false => args.private.clone(),
     };
     let groups = [&gateways, &metadata, &private, &args.outside];
@@ -364,7 +394,11 @@ pub fn checks(args: &Args, timeout: Duration) -> Vec<Check> {
         true => Check::new("net.gateway", true, "no default route"),
         false => reach_verdict("net.gateway", &gateways, r),
     });
-    out.push(reach_verdict("net.metadata", &metadata, part(1)));
+    out.push(reach_verdict(
+        "net.metadata",
+        &metadata,
+        part(metadata.len()),
+    ));
     out.push(reach_verdict("net.private", &private, part(private.len())));
     let r = part(args.outside.len());
     out.push(match args.outside.is_empty() {
@@ -408,7 +442,10 @@ fd427669626500920000000000000000 40 00000000000000000000000000000000 00 00000000
         let text = "# c\nsearch x\nnameserver 10.0.0.2\nnameserver fe80::1%eth0\nnameserver junk\n";
         assert_eq!(
             nameservers(text),
-            vec!["10.0.0.2".parse::<IpAddr>().unwrap(), "fe80::1".parse().unwrap()]
+            vec![
+                "10.0.0.2".parse::<IpAddr>().unwrap(),
+                "fe80::1".parse().unwrap()
+            ]
         );
     }
 
@@ -431,7 +468,11 @@ fd427669626500920000000000000000 40 00000000000000000000000000000000 00 00000000
     #[test]
     fn only_an_address_fails_dns() {
         let s: Vec<IpAddr> = vec!["10.0.0.2".parse().unwrap(), "10.0.0.3".parse().unwrap()];
-        let c = dns_verdict("example.com", &s, &[Dns::NoAddress(3), Dns::NoReply(Reach::Timeout)]);
+        let c = dns_verdict(
+            "example.com",
+            &s,
+            &[Dns::NoAddress(3), Dns::NoReply(Reach::Timeout)],
+        );
         assert_eq!(c.verdict, Verdict::Pass);
         assert_eq!(
             c.observed,
@@ -444,11 +485,21 @@ fd427669626500920000000000000000 40 00000000000000000000000000000000 00 00000000
 
     #[test]
     fn a_refusal_counts_as_reachable() {
-        let t: Vec<SocketAddr> = vec!["10.0.0.1:80".parse().unwrap(), "10.0.0.2:80".parse().unwrap()];
+        let t: Vec<SocketAddr> = vec![
+            "10.0.0.1:80".parse().unwrap(),
+            "10.0.0.2:80".parse().unwrap(),
+        ];
         let c = reach_verdict("net.private", &t, &[Reach::Timeout, Reach::Refused]);
         assert_eq!(c.verdict, Verdict::Fail);
-        assert_eq!(c.observed, "10.0.0.1:80 timed out, 10.0.0.2:80 refused (a host answered)");
-        let c = reach_verdict("net.private", &t, &[Reach::Error(libc::ENETUNREACH), Reach::Timeout]);
+        assert_eq!(
+            c.observed,
+            "10.0.0.1:80 timed out, 10.0.0.2:80 refused (a host answered)"
+        );
+        let c = reach_verdict(
+            "net.private",
+            &t,
+            &[Reach::Error(libc::ENETUNREACH), Reach::Timeout],
+        );
         assert_eq!(c.verdict, Verdict::Pass);
         assert_eq!(c.observed, "10.0.0.1:80 ENETUNREACH, 10.0.0.2:80 timed out");
     }

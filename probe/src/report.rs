@@ -67,7 +67,12 @@ pub fn failing(checks: &[Check]) -> Vec<&'static str> {
 }
 
 pub fn table(checks: &[Check]) -> String {
-    let width = checks.iter().map(|c| c.rule.len()).max().unwrap_or(4).max(4);
+    let width = checks
+        .iter()
+        .map(|c| c.rule.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let mut out = format!("{:width$}  VERDICT  OBSERVED\n", "RULE");
     for c in checks {
         out.push_str(&format!(

@@ -50,11 +50,20 @@ mod tests {
     #[test]
     fn secret_names_are_listed_sorted_and_others_ignored() {
         let c = check(
-            &names(&["PATH", "GITHUB_TOKEN", "HOME", "aws_secret_access_key", "OPENAI_API_KEY"]),
+            &names(&[
+                "PATH",
+                "GITHUB_TOKEN",
+                "HOME",
+                "aws_secret_access_key",
+                "OPENAI_API_KEY",
+            ]),
             &[],
         );
         assert_eq!(c.verdict, Verdict::Fail);
-        assert_eq!(c.observed, "set: GITHUB_TOKEN, OPENAI_API_KEY, aws_secret_access_key");
+        assert_eq!(
+            c.observed,
+            "set: GITHUB_TOKEN, OPENAI_API_KEY, aws_secret_access_key"
+        );
     }
 
     #[test]
@@ -65,8 +74,14 @@ mod tests {
 
     #[test]
     fn allowed_names_and_plain_ones_hold() {
-        let c = check(&names(&["PATH", "ANTHROPIC_API_KEY"]), &names(&["ANTHROPIC_API_KEY"]));
+        let c = check(
+            &names(&["PATH", "ANTHROPIC_API_KEY"]),
+            &names(&["ANTHROPIC_API_KEY"]),
+        );
         assert_eq!(c.verdict, Verdict::Pass);
-        assert_eq!(check(&names(&["PATH", "HOSTNAME", "TERM"]), &[]).verdict, Verdict::Pass);
+        assert_eq!(
+            check(&names(&["PATH", "HOSTNAME", "TERM"]), &[]).verdict,
+            Verdict::Pass
+        );
     }
 }

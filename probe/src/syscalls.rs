@@ -17,7 +17,11 @@ pub fn checks() -> Vec<Check> {
         verdict("seccomp.userns", "unshare(CLONE_NEWUSER)", userns()),
         mount_verdict(mount()),
         verdict("seccomp.keyctl", "keyctl(GET_KEYRING_ID)", keyctl()),
-        verdict("seccomp.vsock", "socket(AF_VSOCK)", socket(libc::AF_VSOCK, libc::SOCK_STREAM, 0)),
+        verdict(
+            "seccomp.vsock",
+            "socket(AF_VSOCK)",
+            socket(libc::AF_VSOCK, libc::SOCK_STREAM, 0),
+        ),
         verdict(
             "seccomp.packet",
             "socket(AF_PACKET)",
@@ -132,7 +136,14 @@ fn keyctl() -> Outcome {
     const KEYCTL_GET_KEYRING_ID: libc::c_long = 0;
     const KEY_SPEC_USER_KEYRING: libc::c_long = -4;
     // SAFETY: integer arguments only; this looks up the user keyring.
-    let r = unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, 0) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_GET_KEYRING_ID,
+            KEY_SPEC_USER_KEYRING,
+            0,
+        )
+    };
     match r >= 0 {
         true => Ok(()),
         false => Err(errno()),
@@ -183,7 +194,10 @@ mod tests {
         assert_eq!(mount_verdict(Err(libc::ENOENT)).verdict, Verdict::Fail);
         assert_eq!(mount_verdict(Ok(())).verdict, Verdict::Fail);
         assert_eq!(mount_verdict(Err(libc::EPERM)).verdict, Verdict::Pass);
-        assert_eq!(mount_verdict(Err(libc::ENOSYS)).observed, "mount refused: ENOSYS");
+        assert_eq!(
+            mount_verdict(Err(libc::ENOSYS)).observed,
+            "mount refused: ENOSYS"
+        );
     }
 
     #[test]
