@@ -10,7 +10,8 @@
 
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -97,13 +98,24 @@ fn dns_responder(gw: &str) {
 
 /// `docker run` of the probe with `flags`, its JSON verdicts, its exit code.
 fn run_probe(tag: &str, flags: &[&str]) -> (serde_json::Value, Option<i32>, Output) {
+    let dir = probe_copy();
+    let bind = format!("{}/vibe-shim-probe:{PROBE}:ro", dir.path().display());
+    run_probe_with(tag, &["-v", &bind], flags)
+}
+
+/// `docker run` of the probe at [`PROBE`] with `mount` (the flags that put
+/// it there, if the runtime does not) and `flags`.
+fn run_probe_with(
+    tag: &str,
+    mount: &[&str],
+    flags: &[&str],
+) -> (serde_json::Value, Option<i32>, Output) {
     let h = hosts();
     let gw = env().var("VIBE_TEST_GATEWAY").to_string();
     let c = Container::new(tag);
-    let dir = probe_copy();
-    let bind = format!("{}/vibe-shim-probe:{PROBE}:ro", dir.path().display());
-    let mut args: Vec<String> = ["run", "--rm", "--name", &c.name, "--dns", &gw, "-v", &bind]
+    let mut args: Vec<String> = ["run", "--rm", "--name", &c.name, "--dns", &gw]
         .iter()
+        .chain(mount)
         .map(|s| s.to_string())
         .collect();
     args.extend(flags.iter().map(|s| s.to_string()));
@@ -310,4 +322,60 @@ fn under_vibe_shim_with_a_regular_user_every_rule_holds() {
     assert_eq!(failing(&json), set(&[]), "{out}");
     assert_eq!(json["verdict"], "pass", "{out}");
     assert_eq!(code, Some(0), "{out}");
+}
+
+/// Where tests/policies/probe.toml's `filesystem.probe` points.
+const POLICY_PROBE: &str = "/var/tmp/vibe-test/probe/vibe-shim-probe";
+
+/// `filesystem.probe`: every container of the `vibe-shim-probe` runtime
+/// has the admin's probe at /vibe-shim-probe, read-only, without any -v;
+/// a client's mount at that path is replaced by it.
+#[test]
+#[ignore = "needs tests/env/up.sh and cargo probe-static"]
+fn the_policys_probe_is_in_every_container_read_only() {
+    let dir = Path::new(POLICY_PROBE).parent().expect("a parent");
+    std::fs::create_dir_all(dir).expect("the policy probe's directory");
+    // Renamed into place: a probe another run executes is never written.
+    let tmp = dir.join(format!(".vibe-shim-probe.{}", std::process::id()));
+    std::fs::copy(probe_copy().path().join("vibe-shim-probe"), &tmp).expect("copying the probe");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod 0755");
+    std::fs::rename(&tmp, POLICY_PROBE).expect("placing the probe");
+    let runtime = runtime_for("probe");
+    let (json, code, out) = run_probe_with("probe-policy", &[], &["--runtime", &runtime]);
+    assert_eq!(failing(&json), set(&[]), "{out}");
+    assert_eq!(code, Some(0), "{out}");
+    // A client's own file at the path is replaced, and the mount is ro.
+    let fake = probe_copy();
+    std::fs::write(fake.path().join("fake"), "#!/bin/sh\necho fake\n").expect("a fake probe");
+    let bind = format!("{}/fake:{PROBE}", fake.path().display());
+    let c = Container::new("probe-policy-fake");
+    let out = docker_with(
+        &[
+            "run",
+            "--rm",
+            "--name",
+            &c.name,
+            "-v",
+            &bind,
+            "--runtime",
+            &runtime,
+            IMAGE,
+            "sh",
+            "-c",
+            "grep ' /vibe-shim-probe ' /proc/self/mountinfo; /vibe-shim-probe --help | head -n 1",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code, Some(0), "{out}");
+    let point = out.stdout.lines().next().unwrap_or_default();
+    assert!(
+        point
+            .split(' ')
+            .nth(5)
+            .is_some_and(|o| o.split(',').any(|o| o == "ro")),
+        "{out}"
+    );
+    assert!(out.stdout.contains("Judge the sandbox"), "{out}");
+    assert!(!out.stdout.contains("fake"), "{out}");
 }
