@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use vibe_shim_tests::docker::{docker_with, runtime, runtime_for, Container, IMAGE};
+use vibe_shim_tests::docker::{
+    assert_refused_by_shim, docker_with, runtime, runtime_for, Container, IMAGE,
+};
 use vibe_shim_tests::env::env;
 use vibe_shim_tests::harness::Output;
 
@@ -378,4 +380,31 @@ fn the_policys_probe_is_in_every_container_read_only() {
     );
     assert!(out.stdout.contains("Judge the sandbox"), "{out}");
     assert!(!out.stdout.contains("fake"), "{out}");
+    // A probe that others may write is refused, as an init binary is; the
+    // good one goes back after.
+    std::fs::copy(POLICY_PROBE, &tmp).expect("copying the probe");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o757)).expect("chmod 0757");
+    std::fs::rename(&tmp, POLICY_PROBE).expect("placing the writable probe");
+    let c = Container::new("probe-policy-writable");
+    let out = docker_with(
+        &[
+            "run",
+            "--rm",
+            "--name",
+            &c.name,
+            "--runtime",
+            &runtime,
+            IMAGE,
+            "true",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    std::fs::set_permissions(POLICY_PROBE, std::fs::Permissions::from_mode(0o755))
+        .expect("chmod 0755 again");
+    assert_refused_by_shim(&out);
+    assert!(
+        out.stderr.contains("vibe-shim: binds: ") && out.stderr.contains("writable by nobody else"),
+        "{out}"
+    );
 }
