@@ -4,7 +4,7 @@
 #   sudo tests/run.sh
 #
 # 1. apt: install what is missing (always refresh + install when CI=true)
-# 2. cargo build --release --workspace
+# 2. cargo build --release --workspace, and the static probe (cargo probe-static)
 # 3. cargo fmt --check, cargo clippy -D warnings, unit + property tests,
 #    policy checks of the shipped configs, runc integration tests
 # 4. tests/env/up.sh: private dockerd, vibe-shim runtimes, busybox image
@@ -132,6 +132,8 @@ echo "== $(cargo --version), $(rustc --version)"
 # ---- 2. build ----------------------------------------------------------------
 # Everything below uses the release profile, so dependencies compile once.
 step build cargo build --release --workspace || exit 1
+# The probe linked static (e2e_probe binds it into busybox containers).
+step build-probe cargo probe-static || exit 1
 
 # ---- 3. static checks, unit/property tests, shipped configs, runc tests -----
 step fmt cargo fmt --all -- --check || true

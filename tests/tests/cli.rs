@@ -34,6 +34,7 @@ fn the_top_level_help_is_vibe_shims_own() {
             "authz",
             "doctor",
             "explain",
+            "probe",
             "hook",
         ] {
             assert!(
@@ -75,6 +76,7 @@ fn every_own_verb_has_help_and_usage_codes() {
         "authz",
         "doctor",
         "explain",
+        "probe",
         "hook",
     ] {
         let o = shim(&[verb, "--help"]);

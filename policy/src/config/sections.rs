@@ -150,7 +150,14 @@ pub struct FilesystemSection {
     /// The engines' volume directories: a bind whose canonical source is
     /// exactly `<dir>/<name>/_data` is a volume.
     pub volume_dirs: Vec<PathBuf>,
+    /// The static probe (`vibe-shim-probe`), bound read-only at
+    /// [`PROBE_PATH`] in every container; judged like an init binary.
+    pub probe: Option<PathBuf>,
 }
+
+/// Where a container finds the probe of `filesystem.probe`: directly under
+/// `/`, so that no client bind can be above its mount point.
+pub const PROBE_PATH: &str = "/vibe-shim-probe";
 
 impl Default for FilesystemSection {
     fn default() -> Self {
@@ -162,6 +169,7 @@ impl Default for FilesystemSection {
             init_binaries: DEFAULT_INIT_BINARIES.iter().map(PathBuf::from).collect(),
             volumes: VolumesMode::None,
             volume_dirs: DEFAULT_VOLUME_DIRS.iter().map(PathBuf::from).collect(),
+            probe: None,
         }
     }
 }

@@ -121,6 +121,14 @@ impl Policy {
                 ));
             }
         }
+        if let Some(p) = &self.filesystem.probe {
+            if !p.is_absolute() || p == Path::new("/") {
+                return Err(invalid(
+                    "filesystem.probe",
+                    format!("{} must be an absolute file path", p.display()),
+                ));
+            }
+        }
         if let Some(p) = &self.runtime.path {
             if !p.is_absolute() {
                 return Err(invalid(

@@ -48,6 +48,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::net_devices::apply,
     rules::intel_rdt::apply,
     rules::kernel_mounts::apply,
+    rules::probe::apply,
     rules::binds::apply,
     rules::tmpfs::apply,
     rules::home::apply_mount,

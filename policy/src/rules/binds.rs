@@ -232,10 +232,13 @@ struct Judge<'a> {
 impl<'a> Judge<'a> {
     fn new(policy: &'a Policy, host: &'a dyn HostView, create: Option<&'a CreateContext>) -> Self {
         let allowed = allowed_roots(policy, host);
+        // The admin's probe is bound as an init binary is: read-only, and
+        // only while it is root's alone.
         let inits = policy
             .filesystem
             .init_binaries
             .iter()
+            .chain(policy.filesystem.probe.iter())
             .filter_map(|p| host.canonicalize(p))
             .collect();
         Judge {

@@ -25,6 +25,7 @@ pub(crate) mod no_new_privileges;
 pub mod notice;
 pub(crate) mod oom;
 pub mod pids;
+pub(crate) mod probe;
 pub(crate) mod proc_fd;
 pub(crate) mod propagation;
 pub mod proxy_env;

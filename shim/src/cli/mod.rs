@@ -9,6 +9,7 @@ pub mod explain;
 pub mod hook;
 pub mod install;
 pub mod policy;
+pub mod probe;
 
 use std::ffi::OsString;
 
@@ -27,6 +28,7 @@ vibe-shim's own verbs (each has --help):
   egress                Run the egress proxy daemon (network mode \"proxy\")
   authz                 Serve the Docker authorization plugin (the API gate)
   doctor                Try every known door around vibe-shim; 0 when all are closed
+  probe                 Judge the sandbox this runs in, one verdict per rule
   explain CONTAINER-ID  Show what vibe-shim changed in a container (its notice)
   hook <name>           The OCI hooks vibe-shim adds to a container (runc runs them)
 
@@ -58,6 +60,7 @@ pub fn dispatch(verb: &str, config_path: &Path, args: &[OsString]) -> Option<i32
         "install" | "uninstall" => install::run(verb, config_path, args),
         "egress" => egress::run(config_path, args),
         "explain" => explain::run(args),
+        "probe" => probe::run(args),
         _ => return None,
     })
 }

@@ -316,7 +316,7 @@ fn summary_lines(policy: &Policy) -> Vec<String> {
             text(&r["tmpfs_max"])
         ),
         format!(
-            "filesystem: readonly_root {}, binds: {}, volumes: {}",
+            "filesystem: readonly_root {}, binds: {}, volumes: {}{}",
             text(&v["filesystem"]["readonly_root"]),
             match binds.is_empty() {
                 true => "none".to_string(),
@@ -325,6 +325,10 @@ fn summary_lines(policy: &Policy) -> Vec<String> {
             match text(&v["filesystem"]["volumes"]).as_str() {
                 "none" => "none".to_string(),
                 mode => format!("{mode} in {}", list(&v["filesystem"]["volume_dirs"], 4)),
+            },
+            match &policy.filesystem.probe {
+                Some(probe) => format!(", probe at /vibe-shim-probe: {}", probe.display()),
+                None => String::new(),
             }
         ),
         format!(

@@ -139,6 +139,7 @@ pub const VERBS: &[(&str, Treatment)] = &[
     ("uninstall", Treatment::Own),
     ("egress", Treatment::Own),
     ("explain", Treatment::Own),
+    ("probe", Treatment::Own),
 ];
 
 /// What vibe-shim does with `verb`; `None` for a verb it does not know.
