@@ -119,14 +119,22 @@ fn judge_binds(
             let before = set(as_object(mount), "source", Value::from(canonical_text));
             rec.change(RULE, field(), before, Value::from(canonical_text));
         }
-        let read_only = matches!(
-            verdict,
-            Verdict::InitBinary
-                | Verdict::Allowed {
-                    mode: BindMode::Ro,
-                    ..
-                }
-        );
+        // The engine's resolv.conf, hosts and hostname are files on the
+        // host's disk: under a read-only root they are read-only too (as
+        // Docker's --read-only makes them), or a root process could fill
+        // that disk through them. /dev/shm is scratch space.
+        let engine_file_ro = matches!(verdict, Verdict::EngineFile { .. })
+            && cx.policy.filesystem.readonly_root
+            && destination(mount) != "/dev/shm";
+        let read_only = engine_file_ro
+            || matches!(
+                verdict,
+                Verdict::InitBinary
+                    | Verdict::Allowed {
+                        mode: BindMode::Ro,
+                        ..
+                    }
+            );
         edit_options(mount, index, RULE, rec, |options| {
             force_non_recursive(options);
             options.retain(|o| !WEAKENING_RECURSIVE.contains(o));
@@ -525,12 +533,16 @@ mod tests {
     }
 
     #[test]
-    fn docker_engine_files_pass_non_recursive_nosuid_nodev() {
+    fn docker_engine_files_pass_non_recursive_nosuid_nodev_read_only() {
         let mut spec = fixture("default");
         let rec = run(&mut spec, &Policy::default(), &FakeHost::new()).unwrap();
         for dest in ["/etc/resolv.conf", "/etc/hostname", "/etc/hosts"] {
             let options = strings(mount_at(&spec, dest).get("options"));
-            assert_eq!(options, ["bind", "rprivate", "nosuid", "nodev"], "{dest}");
+            assert_eq!(
+                options,
+                ["bind", "rprivate", "nosuid", "nodev", "ro"],
+                "{dest}"
+            );
         }
         let fields: Vec<_> = rec.changes.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(
@@ -541,6 +553,28 @@ mod tests {
                 "/mounts/9/options"
             ]
         );
+    }
+
+    #[test]
+    fn engine_files_stay_writable_only_without_a_read_only_root() {
+        let mut spec = fixture("default");
+        let shm = format!(
+            "/var/lib/docker/containers/{}/mounts/shm",
+            container_id(&spec)
+        );
+        spec["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/dev/shm", "type": "bind", "options": ["rbind", "rprivate"],
+            "source": shm
+        }));
+        let mut writable_root = Policy::default();
+        writable_root.filesystem.readonly_root = false;
+        let mut open = spec.clone();
+        run(&mut open, &writable_root, &FakeHost::new()).unwrap();
+        run(&mut spec, &Policy::default(), &FakeHost::new()).unwrap();
+        for dest in ["/etc/resolv.conf", "/etc/hostname", "/etc/hosts"] {
+            assert!(!strings(mount_at(&open, dest).get("options")).contains(&"ro".to_string()));
+        }
+        assert!(!strings(mount_at(&spec, "/dev/shm").get("options")).contains(&"ro".to_string()));
     }
 
     #[test]
@@ -576,7 +610,7 @@ mod tests {
         ]});
         run_with(&mut spec, &Policy::default(), &FakeHost::new(), id).unwrap();
         let options = strings(mount_at(&spec, "/etc/hosts").get("options"));
-        assert_eq!(options, ["bind", "private", "nosuid", "nodev"]);
+        assert_eq!(options, ["bind", "private", "nosuid", "nodev", "ro"]);
     }
 
     #[test]
