@@ -183,20 +183,7 @@ pub(crate) fn push_own_file_mount(
     source: &str,
     rec: &mut Record,
 ) {
-    let mount = serde_json::json!({
-        "destination": destination,
-        "type": "bind",
-        "source": source,
-        "options": BUNDLE_OPTIONS,
-    });
-    let mounts = crate::lang::json::array_at(spec, "mounts");
-    rec.change(
-        rule,
-        format!("/mounts/{}", mounts.len()),
-        Value::Null,
-        mount.clone(),
-    );
-    mounts.push(mount);
+    crate::rules::kernel_mounts::push_bind(spec, rule, destination, source, &BUNDLE_OPTIONS, rec);
 }
 
 /// Drops `process.env`'s managed entries and appends `added`, recording

@@ -95,6 +95,50 @@ pub(crate) fn mounts_mut(spec: &mut Value) -> Option<&mut Vec<Value>> {
     spec.get_mut("mounts").and_then(Value::as_array_mut)
 }
 
+/// Removes every mount at `dest` (a client's, an earlier create's): what
+/// vibe-shim puts there is its own word. Recorded under `rule`.
+pub(crate) fn remove_mounts_at(spec: &mut Value, dest: &str, rule: &'static str, rec: &mut Record) {
+    let Some(mounts) = mounts_mut(spec) else {
+        return;
+    };
+    let mut index = 0;
+    mounts.retain(|mount| {
+        let at = destination(mount) == dest;
+        if at {
+            rec.change(rule, format!("/mounts/{index}"), mount.clone(), Value::Null);
+        } else {
+            index += 1;
+        }
+        !at
+    });
+}
+
+/// Appends a bind of `source` at `destination` with `options`, recorded
+/// under `rule`.
+pub(crate) fn push_bind(
+    spec: &mut Value,
+    rule: &'static str,
+    destination: &str,
+    source: &str,
+    options: &[&str],
+    rec: &mut Record,
+) {
+    let mount = serde_json::json!({
+        "destination": destination,
+        "type": "bind",
+        "source": source,
+        "options": options,
+    });
+    let mounts = crate::lang::json::array_at(spec, "mounts");
+    rec.change(
+        rule,
+        format!("/mounts/{}", mounts.len()),
+        Value::Null,
+        mount.clone(),
+    );
+    mounts.push(mount);
+}
+
 pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
     let Some(mounts) = mounts_mut(spec) else {
         return Ok(());

@@ -18,7 +18,7 @@ use crate::lang::json::{clean_path_within, str_field};
 #[cfg(test)]
 use crate::rules::credentials::BUNDLE_OPTIONS;
 use crate::rules::credentials::{is_trust_bundle_mount, push_own_file_mount};
-use crate::rules::kernel_mounts::{destination, is_bind, mounts_mut};
+use crate::rules::kernel_mounts::{destination, is_bind, remove_mounts_at};
 
 const RULE: &str = "notice";
 
@@ -70,18 +70,7 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
     })?;
     // Anything at the path (an earlier create's mount, a client's) goes:
     // the notice is vibe-shim's word, not the client's.
-    if let Some(mounts) = mounts_mut(spec) {
-        let mut index = 0;
-        mounts.retain(|mount| {
-            let at_notice = destination(mount) == NOTICE_PATH;
-            if at_notice {
-                rec.change(RULE, format!("/mounts/{index}"), mount.clone(), Value::Null);
-            } else {
-                index += 1;
-            }
-            !at_notice
-        });
-    }
+    remove_mounts_at(spec, NOTICE_PATH, RULE, rec);
     push_own_file_mount(spec, RULE, NOTICE_PATH, source, rec);
     Ok(())
 }

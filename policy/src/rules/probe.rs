@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::config::PROBE_PATH;
 use crate::decision::{Denial, Record};
 use crate::engine::context::RuleContext;
-use crate::rules::kernel_mounts::{destination, mounts_mut};
+use crate::rules::kernel_mounts::{push_bind, remove_mounts_at};
 
 const RULE: &str = "probe";
 
@@ -30,32 +30,8 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
             "filesystem.probe is not UTF-8",
         )
     })?;
-    if let Some(mounts) = mounts_mut(spec) {
-        let mut index = 0;
-        mounts.retain(|mount| {
-            let at_probe = destination(mount) == PROBE_PATH;
-            if at_probe {
-                rec.change(RULE, format!("/mounts/{index}"), mount.clone(), Value::Null);
-            } else {
-                index += 1;
-            }
-            !at_probe
-        });
-    }
-    let mount = serde_json::json!({
-        "destination": PROBE_PATH,
-        "type": "bind",
-        "source": source,
-        "options": OPTIONS,
-    });
-    let mounts = crate::lang::json::array_at(spec, "mounts");
-    rec.change(
-        RULE,
-        format!("/mounts/{}", mounts.len()),
-        Value::Null,
-        mount.clone(),
-    );
-    mounts.push(mount);
+    remove_mounts_at(spec, PROBE_PATH, RULE, rec);
+    push_bind(spec, RULE, PROBE_PATH, source, &OPTIONS, rec);
     Ok(())
 }
 
