@@ -238,6 +238,10 @@ struct Daemon {
     served: Mutex<HashMap<Key, Served>>,
     /// One deny-net refresh at a time: an older read never replaces a newer.
     refreshing: Mutex<()>,
+    /// One register or re-adoption at a time: register writes the record
+    /// before it serves it, and a sweep in between would adopt the same
+    /// record, so both would bind the port and one create would fail.
+    serving: Mutex<()>,
     /// Cloned into every serve task; at stop, the daemon drops its own and
     /// waits until the channel closes: every connection logged.
     done: Mutex<Option<tokio::sync::mpsc::Sender<()>>>,
@@ -267,6 +271,7 @@ async fn serve(options: Options, deny_nets: Vec<ipnet::IpNet>) -> Result<(), Dae
         handle: Handle::current(),
         served: Mutex::new(HashMap::new()),
         refreshing: Mutex::new(()),
+        serving: Mutex::new(()),
         done: Mutex::new(Some(done_tx)),
     });
     // From here on no change of the host's addresses is missed; the first
@@ -525,6 +530,7 @@ impl Daemon {
             return Err(RegisterError::NotItsNamespace { pid: record.pid });
         }
         let key = (record.runc_root.clone(), record.id.clone());
+        let _one = self.serving.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(served) = self.served().get(&key) {
             if (served.pid, served.start_time) == (record.pid, record.start_time) {
                 let ca_pem = served.listening.ca_pem();
@@ -758,6 +764,7 @@ impl Daemon {
                 let _ = std::fs::remove_file(&path);
                 continue;
             }
+            let _one = self.serving.lock().unwrap_or_else(|e| e.into_inner());
             if self.served().contains_key(&key) {
                 continue;
             }
