@@ -49,6 +49,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::intel_rdt::apply,
     rules::kernel_mounts::apply,
     rules::binds::apply,
+    rules::userns::apply,
     rules::tmpfs::apply,
     rules::home::apply_mount,
     rules::credentials::apply,
