@@ -214,7 +214,7 @@ fn block_base(map: &str) -> u64 {
     assert_eq!(fields.len(), 3, "one line expected: {map:?}");
     assert_eq!((fields[0], fields[2]), (0, BLOCK), "{map:?}");
     let base = fields[1];
-    assert!(base >= BLOCK && base % BLOCK == 0, "{map:?}");
+    assert!(base >= BLOCK && base.is_multiple_of(BLOCK), "{map:?}");
     assert!(base + BLOCK <= 1 << 31, "{map:?}");
     base
 }

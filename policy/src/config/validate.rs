@@ -605,7 +605,7 @@ const USERNS_RESERVED: [(u64, u64, &str); 4] = [
 
 /// Why `start`/`size` cannot be the reserved range of private blocks, if not.
 pub fn userns_range(start: u32, size: u32) -> Result<(), String> {
-    if size == 0 || size % USERNS_BLOCK != 0 || start % USERNS_BLOCK != 0 {
+    if size == 0 || !size.is_multiple_of(USERNS_BLOCK) || !start.is_multiple_of(USERNS_BLOCK) {
         return Err(format!(
             "{start}:{size}: the start and the size must be multiples of 65536, the size not 0"
         ));

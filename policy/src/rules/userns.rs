@@ -535,7 +535,9 @@ mod tests {
     fn the_clients_own_userns_and_mappings_are_refused_before_this_rule() {
         // The namespaces rule runs first in the chain, in every mode.
         let chain = crate::engine::SPEC_RULES;
-        let at = |rule: crate::engine::SpecRule| chain.iter().position(|r| *r == rule);
+        let at = |rule: crate::engine::SpecRule| {
+            chain.iter().position(|r| std::ptr::fn_addr_eq(*r, rule))
+        };
         assert!(at(crate::rules::namespaces::apply) < at(apply));
         assert!(at(crate::rules::binds::apply) < at(apply));
         let policy = policy(UsernsUnsupported::Refuse);

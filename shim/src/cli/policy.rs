@@ -554,6 +554,25 @@ fn explain_on(
     Ok((out, ok))
 }
 
+/// The first block of the policy's range (or of /etc/subuid and
+/// /etc/subgid), for `policy explain`; `None` when there is none.
+fn explain_block(
+    section: &vibe_policy::config::UsernsSection,
+) -> Option<vibe_policy::engine::IdBlock> {
+    use vibe_policy::rules::userns;
+    if section.mode != vibe_policy::config::UsernsMode::Private {
+        return None;
+    }
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let (uids, gids) = userns::ranges(
+        section,
+        read("/etc/subuid").as_deref(),
+        read("/etc/subgid").as_deref(),
+    )
+    .ok()?;
+    userns::block(uids, gids, 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -779,23 +798,4 @@ mod tests {
             "{out}"
         );
     }
-}
-
-/// The first block of the policy's range (or of /etc/subuid and
-/// /etc/subgid), for `policy explain`; `None` when there is none.
-fn explain_block(
-    section: &vibe_policy::config::UsernsSection,
-) -> Option<vibe_policy::engine::IdBlock> {
-    use vibe_policy::rules::userns;
-    if section.mode != vibe_policy::config::UsernsMode::Private {
-        return None;
-    }
-    let read = |path: &str| std::fs::read_to_string(path).ok();
-    let (uids, gids) = userns::ranges(
-        section,
-        read("/etc/subuid").as_deref(),
-        read("/etc/subgid").as_deref(),
-    )
-    .ok()?;
-    userns::block(uids, gids, 0)
 }

@@ -480,6 +480,34 @@ pub fn login_defs_id_min(text: &str) -> (u32, u32) {
     (value("UID_MIN"), value("GID_MIN"))
 }
 
+/// `RUNTIME features` (runc >= 1.1), run only when a policy asks for user
+/// namespaces. The real runc under lockdown has no execute bit: then its
+/// sealed copy runs, as for every other verb.
+fn runtime_features(path: &Path) -> Option<RuntimeFeatures> {
+    use std::os::fd::AsRawFd;
+    let run = |program: &Path| {
+        std::process::Command::new(program)
+            .arg("features")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .env(crate::runtime::ACTIVE_ENV, "1")
+            .output()
+    };
+    let output = match run(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let memfd = crate::runtime::sealed_copy(path).ok()?;
+            run(Path::new(&format!("/proc/self/fd/{}", memfd.as_raw_fd())))
+        }
+        other => other,
+    }
+    .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    Some(RuntimeFeatures::from_json(&doc))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -675,32 +703,4 @@ mod tests {
             assert_eq!(host.inherited_rlimit(name), parse_limit(&limits, name));
         }
     }
-}
-
-/// `RUNTIME features` (runc >= 1.1), run only when a policy asks for user
-/// namespaces. The real runc under lockdown has no execute bit: then its
-/// sealed copy runs, as for every other verb.
-fn runtime_features(path: &Path) -> Option<RuntimeFeatures> {
-    use std::os::fd::AsRawFd;
-    let run = |program: &Path| {
-        std::process::Command::new(program)
-            .arg("features")
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .env(crate::runtime::ACTIVE_ENV, "1")
-            .output()
-    };
-    let output = match run(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            let memfd = crate::runtime::sealed_copy(path).ok()?;
-            run(Path::new(&format!("/proc/self/fd/{}", memfd.as_raw_fd())))
-        }
-        other => other,
-    }
-    .ok()?;
-    if !output.status.success() {
-        return None;
-    }
-    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
-    Some(RuntimeFeatures::from_json(&doc))
 }
