@@ -209,7 +209,7 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
             "no private id block was allocated for this container",
         ));
     };
-    let (uid, gid) = process_ids(spec, cx);
+    let (uid, gid) = process_ids(spec, cx)?;
     let binds = writable_binds(spec);
     let (uid_min, gid_min) = cx.host.regular_id_min();
     let release = cx.host.kernel_release().unwrap_or_default();
@@ -261,20 +261,28 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
 }
 
 /// The container ids the worktree's owner appears as: the forced user, else
-/// the process's own (runc runs a process with no user as 0:0).
-fn process_ids(spec: &Value, cx: &RuleContext) -> (u32, u32) {
+/// the process's own (runc runs a process with no user as 0:0), which must
+/// lie in the block.
+fn process_ids(spec: &Value, cx: &RuleContext) -> Result<(u32, u32), Denial> {
     if let Some(ids) = cx.policy.process.forced_user() {
-        return ids;
+        return Ok(ids);
     }
     let user = spec.pointer("/process/user").unwrap_or(&Value::Null);
     let id = |key: &str| {
-        user.get(key)
-            .and_then(Value::as_u64)
-            .and_then(|v| u32::try_from(v).ok())
-            .unwrap_or(0)
+        let value = user.get(key).and_then(Value::as_u64).unwrap_or(0);
+        u32::try_from(value)
+            .ok()
+            .filter(|v| *v < USERNS_BLOCK)
+            .ok_or_else(|| {
+                Denial::new(
+                    RULE,
+                    format!("/process/user/{key}"),
+                    value.to_string(),
+                    "beyond the container's 65,536 ids: it has no mapping",
+                )
+            })
     };
-    // Beyond the block an id has no mapping; the kernel refuses it anyway.
-    (id("uid") % USERNS_BLOCK, id("gid") % USERNS_BLOCK)
+    Ok((id("uid")?, id("gid")?))
 }
 
 fn writable_binds(spec: &Value) -> Vec<String> {
@@ -475,6 +483,20 @@ mod tests {
         let host = runc_1_3();
         assert!(crate::rules::run_rule_with(apply, &mut spec, &on, &host, None).is_ok());
         assert_eq!(spec, before);
+    }
+
+    #[test]
+    fn a_process_id_beyond_the_block_is_refused() {
+        let mut policy = policy(UsernsUnsupported::Refuse);
+        policy.process.user = None;
+        let mut spec = spec();
+        spec["process"]["user"] = json!({"uid": 70000, "gid": 1000});
+        let err = run(&mut spec, &policy, &runc_1_3(), Some(B)).unwrap_err();
+        assert_eq!(err.field, "/process/user/uid");
+        spec["process"]["user"] = json!({"uid": 1001, "gid": 1002});
+        run(&mut spec, &policy, &runc_1_3(), Some(B)).unwrap();
+        assert_eq!(spec["mounts"][1]["uidMappings"][0]["hostID"], B.uid + 1001);
+        assert_eq!(spec["mounts"][1]["gidMappings"][0]["hostID"], B.gid + 1002);
     }
 
     #[test]
