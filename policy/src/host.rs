@@ -102,6 +102,50 @@ pub trait HostView {
     /// matches `pattern` (components `*` or `prefix*` match one directory
     /// level) and holds a readable `state.json`.
     fn runc_rootfses(&self, pattern: &Path) -> Vec<(PathBuf, PathBuf)>;
+
+    // --- user namespaces (rules::userns) ---
+    /// What the runtime at `path` says it supports (`runc features`);
+    /// `None` when it says nothing it can be judged by.
+    fn runtime_features(&self, _path: &Path) -> Option<RuntimeFeatures> {
+        None
+    }
+    /// The running kernel's `(major, minor)`; `None` when unknown.
+    fn kernel_release(&self) -> Option<(u32, u32)> {
+        None
+    }
+    /// `(uid, gid)` owning `path` (following symlinks); `None` if it does
+    /// not exist.
+    fn owner(&self, _path: &Path) -> Option<(u32, u32)> {
+        None
+    }
+}
+
+/// What a runtime supports of user namespaces, from `runc features`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RuntimeFeatures {
+    /// `linux.namespaces` lists `user`.
+    pub user_namespaces: bool,
+    /// `linux.mountExtensions.idmap.enabled`: bind mounts with their own
+    /// `uidMappings`/`gidMappings` (runc >= 1.2).
+    pub idmap_mounts: bool,
+}
+
+impl RuntimeFeatures {
+    /// Reads `runc features` output; fields it does not have are `false`.
+    pub fn from_json(doc: &serde_json::Value) -> RuntimeFeatures {
+        let user_namespaces = doc
+            .pointer("/linux/namespaces")
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|list| list.iter().any(|k| k == "user"));
+        let idmap_mounts = doc
+            .pointer("/linux/mountExtensions/idmap/enabled")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        RuntimeFeatures {
+            user_namespaces,
+            idmap_mounts,
+        }
+    }
 }
 
 /// What a network namespace holds, as far as joining it goes.
@@ -163,6 +207,11 @@ pub struct FakeHost {
     pub mount_views: BTreeMap<PathBuf, usize>,
     /// `Some`: the host has AppArmor with these profiles in enforce mode.
     pub apparmor: Option<Vec<String>>,
+    /// What `runc features` says, for every runtime path.
+    pub runtime_features: Option<RuntimeFeatures>,
+    pub kernel_release: Option<(u32, u32)>,
+    /// Owners by path; an existing path missing here is 1000:1000's.
+    pub owners: BTreeMap<PathBuf, (u32, u32)>,
 }
 
 #[cfg(any(test, feature = "test-support"))]
@@ -305,6 +354,22 @@ impl HostView for FakeHost {
 
     fn cgroup_has_processes(&self, path: &Path) -> Option<bool> {
         Some(self.busy_cgroups.contains(path))
+    }
+
+    fn runtime_features(&self, _path: &Path) -> Option<RuntimeFeatures> {
+        self.runtime_features
+    }
+
+    fn kernel_release(&self) -> Option<(u32, u32)> {
+        self.kernel_release
+    }
+
+    fn owner(&self, path: &Path) -> Option<(u32, u32)> {
+        let exists = self.canonicalize(path).is_some();
+        self.owners
+            .get(path)
+            .copied()
+            .or(exists.then_some((1000, 1000)))
     }
 
     fn runc_rootfses(&self, pattern: &Path) -> Vec<(PathBuf, PathBuf)> {

@@ -11,6 +11,8 @@
 #   "dockerd with iptables"  a dockerd that DNATs published ports (the sid
 #                    stack's runs with "iptables": false, so docker-proxy
 #                    relays every publish from the host's bridge address)
+#   "runc >= 1.2"    a runc that id-maps bind mounts (`runc features` lists
+#                    linux.mountExtensions.idmap; the host's 1.1.5 does not)
 #
 # e2e_skips ENV_FILE SUITE...: prints cargo test's harness args, one per
 # line (`--exact`, then `--skip NAME` per filtered test), for the suites
@@ -31,6 +33,10 @@ e2e_skips() {
     local iptables
     # shellcheck source=/dev/null
     iptables=$(set -a && . "$env_file" && set +a && echo "${VIBE_TEST_DOCKER_IPTABLES:-true}")
+    local runc idmap=false
+    # shellcheck source=/dev/null
+    runc=$(set -a && . "$env_file" && set +a && echo "${VIBE_TEST_RUNC:-runc}")
+    "$runc" features 2>/dev/null | grep -q '"idmap"' && idmap=true
     local -a skipped=() why=()
     for suite in "$@"; do
         file=$repo/tests/tests/$suite.rs
@@ -40,11 +46,13 @@ e2e_skips() {
             case $need in
             docker23) [ "$major" -ge 23 ] && continue ;;
             iptables) [ "$iptables" != false ] && continue ;;
+            idmap) [ "$idmap" = true ] && continue ;;
             esac
             [ -n "$name" ] && skipped+=("$suite::$name") && why+=("$need")
         done < <(awk '
             /#\[ignore = ".*Docker >= 23/ { want = "docker23"; next }
             /#\[ignore = ".*dockerd with iptables/ { want = "iptables"; next }
+            /#\[ignore = ".*runc >= 1\.2/ { want = "idmap"; next }
             want && /^[[:space:]]*(pub )?fn [a-z0-9_]+/ {
                 sub(/^[[:space:]]*(pub )?fn /, ""); sub(/[^a-z0-9_].*/, ""); print want, $0; want = ""
             }' "$file")
@@ -53,7 +61,7 @@ e2e_skips() {
         echo "e2e filter: Docker $version: every test runs" >&2
         return 0
     fi
-    echo "e2e filter: Docker $version (iptables: $iptables): ${#skipped[@]} test(s) left out (docker23: they need Docker >= 23; iptables: a dockerd that DNATs published ports):" >&2
+    echo "e2e filter: Docker $version (iptables: $iptables): ${#skipped[@]} test(s) left out (docker23: they need Docker >= 23; iptables: a dockerd that DNATs published ports; idmap: runc >= 1.2):" >&2
     echo --exact
     local k
     for k in "${!skipped[@]}"; do

@@ -21,6 +21,7 @@ pub(crate) mod validate;
 
 pub use scalars::*;
 pub use sections::*;
+pub use validate::{userns_range, USERNS_BLOCK};
 
 #[cfg(test)]
 mod tests;

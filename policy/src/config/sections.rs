@@ -23,6 +23,7 @@ pub struct Policy {
     pub audit: AuditSection,
     pub resources: ResourcesSection,
     pub hooks: HooksSection,
+    pub userns: UsernsSection,
     /// `[[profiles]]`: other policy files, selected by where the engine
     /// made the bundle (see [`super::profiles`]).
     pub profiles: Vec<ProfileSection>,
@@ -437,6 +438,40 @@ impl Default for AuditSection {
             path: PathBuf::from(DEFAULT_AUDIT_PATH),
         }
     }
+}
+
+/// Whether containers get a user namespace of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UsernsMode {
+    /// No user namespace: the container's ids are the host's.
+    #[default]
+    Off,
+    /// Each container gets its own 65,536-id block of the reserved range.
+    Private,
+}
+
+/// What `mode = "private"` does on a host whose runc or kernel cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UsernsUnsupported {
+    /// Refuse the create, naming what is missing.
+    #[default]
+    Refuse,
+    /// Run the container without a user namespace (as with mode "off").
+    RunWithout,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsernsSection {
+    pub mode: UsernsMode,
+    pub unsupported: UsernsUnsupported,
+    /// The first host id of the reserved range (uids and gids alike); when
+    /// absent, the `vibe-shim:` lines of /etc/subuid and /etc/subgid.
+    pub range_start: Option<u32>,
+    /// How many ids the range holds, a multiple of 65,536.
+    pub range_size: Option<u32>,
 }
 
 /// The OCI hook stages runc runs, named as in `config.json`.

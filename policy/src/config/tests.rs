@@ -524,3 +524,33 @@ fn transparent_needs_mode_proxy_and_is_off_by_default() {
         crate::config::policy_tag(&off.network)
     );
 }
+
+#[test]
+fn userns_is_off_by_default_and_its_range_is_checked() {
+    let policy = parse("").unwrap();
+    assert_eq!(policy.userns.mode, UsernsMode::Off);
+    assert_eq!(policy.userns.unsupported, UsernsUnsupported::Refuse);
+    let ok = parse(
+        "[userns]\nmode = \"private\"\nunsupported = \"run-without\"\n\
+         range_start = 1879048192\nrange_size = 65536000\n",
+    )
+    .unwrap();
+    assert_eq!(ok.userns.range_size, Some(65_536_000));
+    for (bad, needle) in [
+        ("range_start = 1879048192\n", "go together"),
+        (
+            "range_start = 1879048192\nrange_size = 1000\n",
+            "multiples of 65536",
+        ),
+        ("range_start = 0\nrange_size = 65536\n", "host accounts"),
+        (
+            "range_start = 524288\nrange_size = 65536\n",
+            "systemd-nspawn",
+        ),
+        ("range_start = 2147418112\nrange_size = 131072\n", "2^31"),
+        ("mode = \"shared\"\n", "unknown variant"),
+    ] {
+        let err = parse(&format!("[userns]\n{bad}")).unwrap_err().to_string();
+        assert!(err.contains(needle), "{bad}: {err}");
+    }
+}

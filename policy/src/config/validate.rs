@@ -185,6 +185,7 @@ impl Policy {
             .validate()
             .map_err(|(key, message)| invalid(key, message))?;
         self.validate_resources(path)?;
+        userns(&self.userns).map_err(|(key, message)| invalid(key, message))?;
         super::profiles::validate(&self.profiles).map_err(|e| ConfigError::Invalid {
             path: path.to_string(),
             key: "profiles".into(),
@@ -580,4 +581,61 @@ pub(crate) fn credentials(
         }
     }
     Ok(())
+}
+
+/// A private block is 65,536 ids: a whole 16-bit id space, as nspawn and
+/// the kubelet hand out.
+pub const USERNS_BLOCK: u32 = 65_536;
+
+/// Host ids no private block may touch, `[start, end)`, with what owns them.
+const USERNS_RESERVED: [(u64, u64, &str); 4] = [
+    (
+        0,
+        0x1_0000,
+        "host accounts, nobody and systemd's dynamic users (0-65535)",
+    ),
+    (
+        0x8_0000,
+        0x7000_0000,
+        "systemd-nspawn's container ranges (524288-1879048191)",
+    ),
+    (
+        0x7FFE_0000,
+        0x7FFF_0000,
+        "systemd's foreign id range (2147352576-2147418111)",
+    ),
+    (
+        0x8000_0000,
+        u64::MAX,
+        "ids from 2^31 up (read as negative by some tools)",
+    ),
+];
+
+/// Why `start`/`size` cannot be the reserved range of private blocks, if not.
+pub fn userns_range(start: u32, size: u32) -> Result<(), String> {
+    if size == 0 || !size.is_multiple_of(USERNS_BLOCK) || !start.is_multiple_of(USERNS_BLOCK) {
+        return Err(format!(
+            "{start}:{size}: the start and the size must be multiples of 65536, the size not 0"
+        ));
+    }
+    let end = u64::from(start) + u64::from(size);
+    for (low, high, what) in USERNS_RESERVED {
+        if u64::from(start) < high && low < end {
+            return Err(format!("{start}:{size} overlaps {what}"));
+        }
+    }
+    Ok(())
+}
+
+fn userns(section: &UsernsSection) -> Result<(), (&'static str, String)> {
+    match (section.range_start, section.range_size) {
+        (None, None) => Ok(()),
+        (Some(start), Some(size)) => {
+            userns_range(start, size).map_err(|m| ("userns.range_start", m))
+        }
+        _ => Err((
+            "userns.range_start",
+            "range_start and range_size go together".into(),
+        )),
+    }
 }

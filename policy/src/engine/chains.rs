@@ -50,6 +50,7 @@ pub const SPEC_RULES: &[SpecRule] = &[
     rules::kernel_mounts::apply,
     rules::probe::apply,
     rules::binds::apply,
+    rules::userns::apply,
     rules::tmpfs::apply,
     rules::home::apply_mount,
     rules::credentials::apply,

@@ -53,6 +53,17 @@ pub struct CreateContext {
     /// The host path of the container's notice file (bound read-only at
     /// [`crate::config::NOTICE_PATH`]); `None` in tests and `policy explain`.
     pub notice: Option<PathBuf>,
+    /// The container's private id block (`[userns] mode = "private"`),
+    /// allocated by the shim; `None` otherwise.
+    pub userns: Option<IdBlock>,
+}
+
+/// A private block: the host uid and gid that container id 0 maps to, and
+/// the next 65,535 ids after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct IdBlock {
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// Everything a rule may look at.

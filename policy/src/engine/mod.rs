@@ -14,6 +14,6 @@ pub use chains::{
     SPEC_RULES,
 };
 pub use context::{
-    CreateContext, ProcessRule, RuleContext, SpecRule, KERNEL_TCP_HOOK_MARKER, NETWORK_HOOK_MARKER,
-    TMPFS_MODES_HOOK_MARKER,
+    CreateContext, IdBlock, ProcessRule, RuleContext, SpecRule, KERNEL_TCP_HOOK_MARKER,
+    NETWORK_HOOK_MARKER, TMPFS_MODES_HOOK_MARKER,
 };

@@ -41,6 +41,7 @@ pub mod sysctls;
 pub(crate) mod tmpfs;
 pub mod tmpfs_modes;
 pub(crate) mod user;
+pub mod userns;
 pub mod volumes;
 
 /// Keeps the entries of `map` that `keep` accepts; each one dropped is

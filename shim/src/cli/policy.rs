@@ -530,6 +530,8 @@ fn explain_on(
         ))),
         image_homes: crate::sys::rootfs::image_homes(&spec),
         notice: None,
+        // The range's first block stands for the one create would allocate.
+        userns: explain_block(&policy.userns),
     };
     let mut out = format!(
         "policy: {}\nbundle: {}\n",
@@ -554,6 +556,25 @@ fn explain_on(
     }
     let _ = writeln!(out, "{} change(s); {verdict}", changes.len());
     Ok((out, ok))
+}
+
+/// The first block of the policy's range (or of /etc/subuid and
+/// /etc/subgid), for `policy explain`; `None` when there is none.
+fn explain_block(
+    section: &vibe_policy::config::UsernsSection,
+) -> Option<vibe_policy::engine::IdBlock> {
+    use vibe_policy::rules::userns;
+    if section.mode != vibe_policy::config::UsernsMode::Private {
+        return None;
+    }
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let (uids, gids) = userns::ranges(
+        section,
+        read("/etc/subuid").as_deref(),
+        read("/etc/subgid").as_deref(),
+    )
+    .ok()?;
+    userns::block(uids, gids, 0)
 }
 
 #[cfg(test)]

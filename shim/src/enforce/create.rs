@@ -98,6 +98,11 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
     let notice = state_dir::container_dir(&runc_root, &container_id)
         .ok()
         .map(|dir| dir.join(state_dir::NOTICE_FILE));
+    let userns = match private_block(ctx, &runc_root, &container_id) {
+        Ok(block) => block,
+        Err(denial) => return Outcome::refused(container_id, denial),
+    };
+    crate::timing::mark("userns-block");
     let create = CreateContext {
         container_id: container_id.clone(),
         network_hook: Some(hook),
@@ -109,6 +114,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         trust_bundle,
         image_homes,
         notice,
+        userns,
     };
     let mut notice = None;
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
@@ -159,11 +165,48 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
             rewrite.changes,
         ))
     });
+    if result.is_err() && create.userns.is_some() {
+        // runc never runs: the block is free again.
+        let freed =
+            crate::sys::userns_blocks::Blocks::default().free(&create.runc_root, &container_id);
+        if let Err(e) = freed {
+            eprintln!("vibe-shim: create: userns: {e}");
+        }
+    }
     Outcome {
         container_id,
         result,
         notice,
     }
+}
+
+/// `[userns] mode = "private"` on a host that can: this container's block,
+/// allocated (and recorded) before the rules write its mappings.
+fn private_block(
+    ctx: &Ctx,
+    runc_root: &Path,
+    id: &str,
+) -> Result<Option<vibe_policy::engine::IdBlock>, Denial> {
+    use vibe_policy::rules::userns;
+    if !userns::wants_block(&ctx.policy.userns, &ctx.host, &ctx.runtime) {
+        return Ok(None);
+    }
+    let denial = |reason: String| Denial::new(userns::RULE, "[userns] mode", "private", reason);
+    if userns::missing_support(&ctx.host, &ctx.runtime).is_some() {
+        // The rule names what is missing.
+        return Ok(None);
+    }
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let (uids, gids) = userns::ranges(
+        &ctx.policy.userns,
+        read("/etc/subuid").as_deref(),
+        read("/etc/subgid").as_deref(),
+    )
+    .map_err(|e| denial(format!("no range to allocate from: {e}")))?;
+    crate::sys::userns_blocks::Blocks::default()
+        .allocate(runc_root, id, uids, gids)
+        .map(Some)
+        .map_err(|e| denial(e.to_string()))
 }
 
 /// Writes the container's notice into its state directory, readable by

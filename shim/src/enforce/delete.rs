@@ -47,6 +47,15 @@ pub fn release(egress_socket: &Path, root: &Path, id: &str) {
     crate::timing::mark("host-rules");
     unregister_egress(egress_socket, root, id);
     crate::timing::mark("egress");
+    // A running container's processes still hold its ids: its poststop
+    // hook, after runc has killed them, frees the block.
+    if !is_running(root, id) {
+        let freed = crate::sys::userns_blocks::Blocks::default().free(root, id);
+        if let Err(e) = freed {
+            eprintln!("vibe-shim: delete: userns: {e}");
+        }
+    }
+    crate::timing::mark("userns");
     if let Err(e) = state_dir::remove(&dir) {
         eprintln!("vibe-shim: delete: {e}");
     }

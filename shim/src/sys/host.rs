@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use vibe_policy::host::{proc_ns_name, HostView, NamespaceId, NetnsTable};
-use vibe_policy::host::{FileFacts, HookFile};
+use vibe_policy::host::{FileFacts, HookFile, RuntimeFeatures};
 
 /// Each file is read once per verb: every question about the mount table
 /// is answered from one snapshot (a create asked up to four times), and
@@ -17,6 +17,7 @@ pub struct RealHost {
     mountinfo: OnceCell<Option<Vec<u8>>>,
     mount_points: OnceCell<Vec<PathBuf>>,
     limits: OnceCell<Option<String>>,
+    features: OnceCell<Option<RuntimeFeatures>>,
 }
 
 impl RealHost {
@@ -127,6 +128,21 @@ impl HostView for RealHost {
     // --- client hooks ---
     fn file_facts(&self, path: &Path) -> Option<FileFacts> {
         std::fs::metadata(path).ok().map(|m| facts_of(&m))
+    }
+
+    fn runtime_features(&self, path: &Path) -> Option<RuntimeFeatures> {
+        *self.features.get_or_init(|| runtime_features(path))
+    }
+
+    fn kernel_release(&self) -> Option<(u32, u32)> {
+        let uname = nix::sys::utsname::uname().ok()?;
+        let release = uname.release().to_str()?;
+        let mut parts = release.split(|c: char| !c.is_ascii_digit());
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    }
+
+    fn owner(&self, path: &Path) -> Option<(u32, u32)> {
+        std::fs::metadata(path).ok().map(|m| (m.uid(), m.gid()))
     }
 
     fn oci_hook_files(&self, dir: &Path) -> Vec<HookFile> {
@@ -462,6 +478,34 @@ pub fn login_defs_id_min(text: &str) -> (u32, u32) {
             .unwrap_or(1000)
     };
     (value("UID_MIN"), value("GID_MIN"))
+}
+
+/// `RUNTIME features` (runc >= 1.1), run only when a policy asks for user
+/// namespaces. The real runc under lockdown has no execute bit: then its
+/// sealed copy runs, as for every other verb.
+fn runtime_features(path: &Path) -> Option<RuntimeFeatures> {
+    use std::os::fd::AsRawFd;
+    let run = |program: &Path| {
+        std::process::Command::new(program)
+            .arg("features")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .env(crate::runtime::ACTIVE_ENV, "1")
+            .output()
+    };
+    let output = match run(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let memfd = crate::runtime::sealed_copy(path).ok()?;
+            run(Path::new(&format!("/proc/self/fd/{}", memfd.as_raw_fd())))
+        }
+        other => other,
+    }
+    .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    Some(RuntimeFeatures::from_json(&doc))
 }
 
 #[cfg(test)]

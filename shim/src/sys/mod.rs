@@ -10,4 +10,5 @@ pub mod memfd;
 pub mod rootfs;
 pub mod stage;
 pub mod state_dir;
+pub mod userns_blocks;
 pub mod volume_ledger;
