@@ -2,9 +2,10 @@
 //! cgroup namespace, judged by namespace inode, never by the engine's flags.
 //! A missing entry means "stay in the runtime's (the host's) namespace".
 //!
-//! User namespaces and id mappings (of the container or of a mount) are
-//! refused: no policy option grants them yet, and a mapping decides which
-//! host uid the policy's forced uid really is (1000 mapped onto host 0).
+//! A client's user namespace and id mappings (of the container or of a
+//! mount) are refused: a mapping decides which host uid the policy's forced
+//! uid really is (1000 mapped onto host 0). With `userns.mode = "private"`
+//! the userns rule, after this one, adds vibe-shim's own.
 //! Another container's network namespace may be joined only when it
 //! already holds this policy's table.
 
