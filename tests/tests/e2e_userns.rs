@@ -184,18 +184,7 @@ impl Case {
     }
 
     fn record(&self) -> PathBuf {
-        let escaped: String = self
-            .root()
-            .to_string_lossy()
-            .bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect();
+        let escaped = vibe_hooks::egress::records::escape_root(&self.root());
         Path::new(RECORDS).join(escaped).join(&self.id)
     }
 }

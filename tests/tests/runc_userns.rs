@@ -32,18 +32,7 @@ fn require_runc_without_idmap() {
 }
 
 fn record_of(bundle: &Bundle) -> std::path::PathBuf {
-    let root = bundle.root_dir();
-    let escaped: String = root
-        .to_string_lossy()
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
+    let escaped = vibe_hooks::egress::records::escape_root(&bundle.root_dir());
     std::path::Path::new("/run/vibe-shim/userns")
         .join(escaped)
         .join(&bundle.id)
