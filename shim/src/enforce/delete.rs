@@ -48,9 +48,11 @@ pub fn release(egress_socket: &Path, root: &Path, id: &str) {
     unregister_egress(egress_socket, root, id);
     crate::timing::mark("egress");
     // A running container's processes still hold its ids: its poststop
-    // hook, after runc has killed them, frees the block.
-    if !is_running(root, id) {
-        let freed = crate::sys::userns_blocks::Blocks::default().free(root, id);
+    // hook, after runc has killed them, frees the block. Most containers
+    // hold none, so the record is looked for before runc's state is read.
+    let blocks = crate::sys::userns_blocks::Blocks::default();
+    if blocks.has_record(root, id) && !is_running(root, id) {
+        let freed = blocks.free(root, id);
         if let Err(e) = freed {
             eprintln!("vibe-shim: delete: userns: {e}");
         }

@@ -174,6 +174,12 @@ impl Blocks {
         Ok(found)
     }
 
+    /// Whether `id` under `runc_root` has a block recorded (one `stat`).
+    pub fn has_record(&self, runc_root: &Path, id: &str) -> bool {
+        state_dir::container_dir_in(&self.base, runc_root, id)
+            .is_ok_and(|path| std::fs::symlink_metadata(path).is_ok())
+    }
+
     /// Frees the block of `id` under `runc_root`; none held is fine.
     pub fn free(&self, runc_root: &Path, id: &str) -> Result<(), BlockError> {
         let path = state_dir::container_dir_in(&self.base, runc_root, id)?;
