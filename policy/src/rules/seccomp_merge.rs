@@ -249,22 +249,9 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
     kept.extend(narrowed.rules);
     kept.extend(client_denials(&slots, &verdicts, default));
 
-    // The policy's profile, its rules replaced: copied field by field, so
-    // its own rules are never copied only to be dropped.
-    let mut map = Map::new();
-    if let Some(fields) = policy.as_object() {
-        for (key, value) in fields {
-            let value = if key == "syscalls" {
-                Value::Array(std::mem::take(&mut kept))
-            } else {
-                value.clone()
-            };
-            map.insert(key.clone(), value);
-        }
-    }
-    if !map.contains_key("syscalls") {
-        map.insert("syscalls".to_string(), Value::Array(kept));
-    }
+    // The policy's profile with its rules replaced: its own rules are
+    // never copied only to be dropped.
+    let mut map = replaced(policy, "syscalls", Value::Array(kept));
     if let Some(Value::Array(archs)) = policy.get("architectures") {
         let client_archs = strings(client.get("architectures"));
         let both: Vec<Value> = archs
@@ -292,22 +279,23 @@ pub(crate) fn merge(policy: &Value, client: &Value) -> Result<Value, MergeError>
 /// A copy of `rule` naming only `names`.
 fn with_names(rule: &Value, names: &[&str]) -> Value {
     // Built directly: `json!` would go through serde's serializer.
-    let names = || Value::Array(names.iter().map(|n| Value::String(n.to_string())).collect());
+    let names = names.iter().map(|n| Value::String(n.to_string())).collect();
+    Value::Object(replaced(rule, "names", Value::Array(names)))
+}
+
+/// The fields of `object` with `key`'s value replaced by `value` (in its
+/// place, or last when it had none); the old value is never copied.
+fn replaced(object: &Value, key: &str, value: Value) -> Map<String, Value> {
+    let mut value = Some(value);
     let mut map = Map::new();
-    if let Some(fields) = rule.as_object() {
-        for (key, value) in fields {
-            let value = if key == "names" {
-                names()
-            } else {
-                value.clone()
-            };
-            map.insert(key.clone(), value);
-        }
+    for (k, v) in object.as_object().into_iter().flatten() {
+        let new = if k == key { value.take() } else { None };
+        map.insert(k.clone(), new.unwrap_or_else(|| v.clone()));
     }
-    if !map.contains_key("names") {
-        map.insert("names".to_string(), names());
+    if let Some(value) = value {
+        map.insert(key.to_string(), value);
     }
-    Value::Object(map)
+    map
 }
 
 /// Every non-empty, loadable conjunction of a policy and a client alternative.
