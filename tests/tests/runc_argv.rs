@@ -113,14 +113,7 @@ fn init_report(bundle: &Bundle) -> String {
 /// vibe-shim's per-container directory (`state_dir::container_dir`): the
 /// runc root escaped into one component, then the id.
 fn state_dir(root: &Path, id: &str) -> PathBuf {
-    let mut escaped = String::new();
-    for &b in root.as_os_str().as_encoded_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-            escaped.push(b as char);
-        } else {
-            escaped.push_str(&format!("%{b:02X}"));
-        }
-    }
+    let escaped = vibe_hooks::egress::records::escape_root(root);
     Path::new("/run/vibe-shim/containers")
         .join(escaped)
         .join(id)

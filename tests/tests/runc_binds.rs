@@ -5,7 +5,6 @@
 //! marker file in the host's `/` must never be visible at the destination.
 //! Needs root and runc.
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -37,14 +36,7 @@ fn policy_allowing(root: &Path) -> String {
 
 /// The staging directory vibe-shim keeps for this bundle's container.
 fn staging_dir(bundle: &Bundle) -> PathBuf {
-    let mut escaped = String::new();
-    for &b in bundle.root_dir().as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-            escaped.push(b as char);
-        } else {
-            escaped.push_str(&format!("%{b:02X}"));
-        }
-    }
+    let escaped = vibe_hooks::egress::records::escape_root(&bundle.root_dir());
     Path::new("/run/vibe-shim/containers")
         .join(escaped)
         .join(&bundle.id)

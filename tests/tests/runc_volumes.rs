@@ -56,14 +56,7 @@ impl Drop for VolumeDir {
     fn drop(&mut self) {
         // The ledger's directory for this volume directory (escaped as the
         // shim escapes runc roots).
-        let mut escaped = String::new();
-        for &b in std::os::unix::ffi::OsStrExt::as_bytes(self.dir().as_os_str()) {
-            if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-                escaped.push(b as char);
-            } else {
-                escaped.push_str(&format!("%{b:02X}"));
-            }
-        }
+        let escaped = vibe_hooks::egress::records::escape_root(&self.dir());
         let _ = std::fs::remove_dir_all(Path::new("/var/lib/vibe-shim/volumes").join(escaped));
     }
 }
