@@ -11,8 +11,9 @@
 #
 # vibe-shim gets the client's spec. In the default mode (BENCH_MODE=judged)
 # plain runc gets the very spec vibe-shim judged, copied from its state
-# directory: the same hooks (vibe-shim's network, kernel-tcp, tmpfs-modes
-# and release hooks, run by runc as processes), mounts and network work, so
+# directory: the same hooks (vibe-shim's network hook, which also writes
+# the TCP bound, and its tmpfs-modes and release hooks, run by runc as
+# processes), mounts and network work, so
 # the difference is vibe-shim's own cost per verb. BENCH_MODE=bare gives
 # runc the client's spec instead: the whole price of the confinement.
 #

@@ -261,7 +261,17 @@ fn assert_confined(spec: &Value, case: &str) {
         "{case}"
     );
 
-    // Our network hook, once; the engine's hooks kept.
+    // Our network hook, once, carrying the TCP memory bound (cgroup v1) at
+    // memory_max: one process for both; the engine's hooks kept.
+    let bound = vibe_policy::Policy::default()
+        .resources
+        .memory_max
+        .0
+        .to_string();
+    let carrying = json!({"path": "/usr/local/bin/vibe-shim",
+        "args": ["vibe-shim", "hook", "network",
+                 vibe_policy::rules::resources::KERNEL_TCP_FLAG, bound, NETWORK_HOOK_MARKER],
+        "timeout": 10});
     let ours: Vec<&Value> = spec["hooks"]
         .as_object()
         .unwrap()
@@ -269,17 +279,8 @@ fn assert_confined(spec: &Value, case: &str) {
         .flat_map(|list| list.as_array().unwrap())
         .filter(|hook| strings(&hook["args"]).contains(&NETWORK_HOOK_MARKER))
         .collect();
-    assert_eq!(ours, [&network_hook()], "{case}");
-    // Then the TCP memory bound (cgroup v1), at memory_max.
-    let tcp_hook = json!({"path": "/usr/local/bin/vibe-shim",
-        "args": ["vibe-shim", "hook", "kernel-tcp", vibe_policy::KERNEL_TCP_HOOK_MARKER,
-                 vibe_policy::Policy::default().resources.memory_max.0.to_string()],
-        "timeout": 10});
-    assert_eq!(
-        spec["hooks"]["createRuntime"],
-        json!([network_hook(), tcp_hook]),
-        "{case}"
-    );
+    assert_eq!(ours, [&carrying], "{case}");
+    assert_eq!(spec["hooks"]["createRuntime"], json!([carrying]), "{case}");
 }
 
 #[test]

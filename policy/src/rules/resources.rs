@@ -10,22 +10,27 @@
 //! `memory.limit_in_bytes`, v2 to `memory.max`. TCP socket buffers are the
 //! exception: v1 counts them apart (`memory.kmem.tcp.*`), unbounded unless
 //! a limit is written, and runc (1.0 on, 1.1.5 here) ignores `kernelTCP`
-//! with a warning. So on create a createRuntime hook (`vibe-shim hook
-//! kernel-tcp <marker> <bytes>`) writes the bound into the container's v1
-//! memory cgroup, and fails the create if it cannot; on v2, where sockets
-//! are charged to `memory.max`, it does nothing.
+//! with a warning. So on create a createRuntime hook writes the bound into
+//! the container's v1 memory cgroup, and fails the create if it cannot; on
+//! v2, where sockets are charged to `memory.max`, it does nothing. The
+//! network hook (vibe-shim too, in the same stage) carries the bound as
+//! `--kernel-tcp <bytes>`, which saves runc a process per create; without
+//! it, the bound is a hook of its own (`vibe-shim hook kernel-tcp <marker>
+//! <bytes>`).
 
 use serde_json::{Map, Value};
 
 use crate::config::{parse_size, ResourcesSection};
 use crate::decision::{Denial, Record};
-use crate::engine::context::{RuleContext, KERNEL_TCP_HOOK_MARKER};
-use crate::lang::json::{array_at, as_object, object_at, set};
+use crate::engine::context::{RuleContext, KERNEL_TCP_HOOK_MARKER, NETWORK_HOOK_MARKER};
+use crate::lang::json::{array_at, as_object, object_at, set, strings};
 use crate::rules::network_hook::remove_marked;
 
 const RULE: &str = "resources";
 /// The TCP bound hook's name after `vibe-shim hook`.
 pub const KERNEL_TCP_HOOK: &str = "kernel-tcp";
+/// The network hook's argument that carries the bound.
+pub const KERNEL_TCP_FLAG: &str = "--kernel-tcp";
 /// runc kills a hook that takes longer (seconds).
 const HOOK_TIMEOUT_SECS: u64 = 10;
 
@@ -107,15 +112,20 @@ pub fn kernel_tcp_bound(spec: &Value, r: &ResourcesSection) -> u64 {
     u64::try_from(clamp_memory(requested, max)).unwrap_or(r.kernel_tcp())
 }
 
-/// Create: installs the TCP bound hook in `hooks.createRuntime` (after
-/// removing any entry that pretends to be it). Runs after `client_hooks`,
-/// so the client's hooks are judged without it.
+/// Create: gives the TCP bound to our network hook in
+/// `hooks.createRuntime`, or installs a hook of its own when there is none
+/// (after removing any entry that pretends to be it). Runs after
+/// `network_hook` and `client_hooks`, so the client's hooks are judged
+/// without it and the network entry is the one that rule just wrote.
 pub fn apply_hook(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
     let Some(exe) = shim_exe(cx) else {
         return Ok(());
     };
     remove_marked(spec, KERNEL_TCP_HOOK_MARKER, RULE, rec);
     let bytes = kernel_tcp_bound(spec, &cx.policy.resources);
+    if carry_on_network_hook(spec, bytes, rec) {
+        return Ok(());
+    }
     let args = [
         "vibe-shim",
         "hook",
@@ -138,6 +148,57 @@ pub fn apply_hook(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Resul
     Ok(())
 }
 
+/// Puts `--kernel-tcp <bytes>` into our network hook's arguments, before
+/// its marker (which stays last); false when `createRuntime` has no such
+/// entry.
+fn carry_on_network_hook(spec: &mut Value, bytes: u64, rec: &mut Record) -> bool {
+    let Some(list) = spec
+        .pointer_mut("/hooks/createRuntime")
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let ours = list.iter().rposition(|hook| {
+        strings(hook.get("args")).last().map(String::as_str) == Some(NETWORK_HOOK_MARKER)
+    });
+    let Some((index, Some(args))) = ours.map(|i| (i, list[i].get_mut("args"))) else {
+        return false;
+    };
+    let Value::Array(items) = args else {
+        return false;
+    };
+    let before = Value::Array(items.clone());
+    // Exactly one bound, however many passes the spec has been through.
+    while let Some(at) = items.iter().position(|a| a == KERNEL_TCP_FLAG) {
+        items.drain(at..(at + 2).min(items.len() - 1));
+    }
+    let at = items.len() - 1;
+    items.splice(
+        at..at,
+        [Value::from(KERNEL_TCP_FLAG), Value::from(bytes.to_string())],
+    );
+    rec.change(
+        RULE,
+        format!("/hooks/createRuntime/{index}/args"),
+        before,
+        Value::Array(items.clone()),
+    );
+    true
+}
+
+/// The bound the network hook carries (`--kernel-tcp <bytes>` among its
+/// arguments), `None` when it carries none; the same bytes as the own
+/// hook's.
+pub fn kernel_tcp_flag(args: &[String]) -> Result<Option<u64>, String> {
+    let Some(at) = args.iter().position(|a| a == KERNEL_TCP_FLAG) else {
+        return Ok(None);
+    };
+    match args.get(at + 1) {
+        Some(bytes) => parse_bytes(bytes).map(Some),
+        None => Err(format!("{KERNEL_TCP_FLAG} without a byte count")),
+    }
+}
+
 /// The hook is vibe-shim itself: the binary the network hook entry names
 /// (absent only in tests, exec and `policy explain`).
 fn shim_exe(cx: &RuleContext) -> Option<String> {
@@ -153,15 +214,20 @@ fn shim_exe(cx: &RuleContext) -> Option<String> {
 /// bytes (at least one page's worth, as the policy allows).
 pub fn parse_kernel_tcp_args(args: &[String]) -> Result<u64, String> {
     match args {
-        [marker, bytes] if marker == KERNEL_TCP_HOOK_MARKER => bytes
-            .parse::<u64>()
-            .ok()
-            .filter(|b| *b > 0 && i64::try_from(*b).is_ok())
-            .ok_or_else(|| format!("not a byte count: {bytes:?}")),
+        [marker, bytes] if marker == KERNEL_TCP_HOOK_MARKER => parse_bytes(bytes),
         _ => Err(format!(
             "expected {KERNEL_TCP_HOOK_MARKER} <bytes>, got {args:?}"
         )),
     }
+}
+
+/// A bound as create wrote it: a positive decimal that fits an i64.
+fn parse_bytes(bytes: &str) -> Result<u64, String> {
+    bytes
+        .parse::<u64>()
+        .ok()
+        .filter(|b| *b > 0 && i64::try_from(*b).is_ok())
+        .ok_or_else(|| format!("not a byte count: {bytes:?}"))
 }
 
 /// Update (a top-level `LinuxResources`): only what is sent is judged.
@@ -750,6 +816,79 @@ mod tests {
         crate::rules::run_rule_with(apply_hook, &mut spec, &policy(), &FakeHost::new(), None)
             .unwrap();
         assert!(spec.get("hooks").is_none());
+    }
+
+    #[test]
+    fn the_network_hook_carries_the_bound_when_there_is_one() {
+        let network = json!({"path": "/usr/bin/vibe-shim",
+            "args": ["vibe-shim", "hook", "network", NETWORK_HOOK_MARKER]});
+        let create = crate::engine::CreateContext {
+            container_id: "c1".into(),
+            network_hook: Some(network.clone()),
+            ..Default::default()
+        };
+        let host = FakeHost::new();
+        let chain = |spec: &mut Value| {
+            for rule in [
+                apply as crate::engine::SpecRule,
+                crate::rules::network_hook::apply,
+                apply_hook,
+            ] {
+                crate::rules::run_rule_with(rule, spec, &policy(), &host, Some(&create)).unwrap();
+            }
+        };
+        let mut spec = json!({"linux": {"resources": {"memory": {"kernelTCP": 2 << 20}}},
+            "hooks": {"createRuntime": [
+                {"path": "/usr/bin/engine-hook", "args": ["engine-hook"]},
+                {"path": "/bin/true", "args": ["true", KERNEL_TCP_HOOK_MARKER, "1"]}]}});
+        chain(&mut spec);
+        let list = spec["hooks"]["createRuntime"].as_array().unwrap();
+        assert_eq!(
+            list.len(),
+            2,
+            "one process for the wall and the bound: {list:?}"
+        );
+        assert_eq!(list[0]["path"], "/usr/bin/engine-hook");
+        let args = strings(list[1].get("args"));
+        assert_eq!(
+            args,
+            [
+                "vibe-shim",
+                "hook",
+                "network",
+                KERNEL_TCP_FLAG,
+                "2097152",
+                NETWORK_HOOK_MARKER
+            ]
+        );
+        assert_eq!(kernel_tcp_flag(&args), Ok(Some(2 << 20)));
+        // A second pass (a restored bundle) keeps one entry, one bound.
+        let mut again = spec.clone();
+        chain(&mut again);
+        assert_eq!(again["hooks"], spec["hooks"]);
+        // So does the rule run twice over the same entry.
+        crate::rules::run_rule_with(apply_hook, &mut again, &policy(), &host, Some(&create))
+            .unwrap();
+        assert_eq!(again["hooks"], spec["hooks"]);
+    }
+
+    #[test]
+    fn the_flag_parses_strictly() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(kernel_tcp_flag(&args(&["network", "m"])), Ok(None));
+        assert_eq!(
+            kernel_tcp_flag(&args(&[KERNEL_TCP_FLAG, "4096", "m"])),
+            Ok(Some(4096))
+        );
+        for bad in [
+            &[KERNEL_TCP_FLAG][..],
+            &[KERNEL_TCP_FLAG, "0"],
+            &[KERNEL_TCP_FLAG, "-1"],
+            &[KERNEL_TCP_FLAG, "1m"],
+            &[KERNEL_TCP_FLAG, "18446744073709551615"],
+        ] {
+            assert!(kernel_tcp_flag(&args(bad)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `vibe-shim hook kernel-tcp <marker> <bytes>`: the createRuntime hook the
-//! `resources` rule adds. cgroup v1 does not charge TCP socket buffers to
+//! `resources` rule adds when there is no network hook to carry the bound
+//! (`--kernel-tcp <bytes>`, [`run_carried`]). cgroup v1 does not charge TCP socket buffers to
 //! `memory.limit_in_bytes` and leaves them unbounded until a limit is
 //! written to `memory.kmem.tcp.limit_in_bytes`; runc ignores `kernelTCP`.
 //! runc runs this hook in the runtime namespaces after placing the
@@ -13,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use vibe_policy::rules::resources::parse_kernel_tcp_args;
+use vibe_policy::rules::resources::{kernel_tcp_flag, parse_kernel_tcp_args};
 
 const LIMIT_FILE: &str = "memory.kmem.tcp.limit_in_bytes";
 
@@ -50,6 +51,20 @@ pub enum KernelTcpHookError {
 /// `args` are the tokens after `kernel-tcp`; `state` is runc's OCI state.
 pub fn run(args: &[String], state: &[u8]) -> Result<(), KernelTcpHookError> {
     let bytes = parse_kernel_tcp_args(args).map_err(KernelTcpHookError::Args)?;
+    bound(bytes, state)
+}
+
+/// The network hook's share: the `--kernel-tcp <bytes>` among its
+/// arguments, when it carries one.
+pub fn run_carried(args: &[String], state: &[u8]) -> Result<(), KernelTcpHookError> {
+    match kernel_tcp_flag(args).map_err(KernelTcpHookError::Args)? {
+        Some(bytes) => bound(bytes, state),
+        None => Ok(()),
+    }
+}
+
+/// Writes `bytes` as the bound of the state's pid's v1 memory cgroup.
+fn bound(bytes: u64, state: &[u8]) -> Result<(), KernelTcpHookError> {
     let state: Value = serde_json::from_slice(state).map_err(KernelTcpHookError::State)?;
     let pid = state
         .get("pid")
@@ -206,5 +221,17 @@ mod tests {
             run(&[marker], b"{\"pid\": 1}"),
             Err(KernelTcpHookError::Args(_))
         ));
+        // Carried by the network hook: the same bytes, the same checks.
+        let flag = vibe_policy::rules::resources::KERNEL_TCP_FLAG.to_string();
+        let carried = [flag.clone(), "1048576".to_string(), "m".to_string()];
+        assert!(matches!(
+            run_carried(&carried, b"{}"),
+            Err(KernelTcpHookError::NoPid)
+        ));
+        assert!(matches!(
+            run_carried(&[flag, "m".to_string()], b"{\"pid\": 1}"),
+            Err(KernelTcpHookError::Args(_))
+        ));
+        assert!(run_carried(&["m".to_string()], b"x").is_ok());
     }
 }

@@ -1,8 +1,10 @@
 //! `vibe-shim [--config P] hook network`: the createRuntime hook entry
-//! point; `vibe-shim hook tmpfs-modes ...`: the createContainer one
-//! ([`tmpfs_modes`]); `vibe-shim hook kernel-tcp ...`: the
-//! createRuntime one that bounds TCP socket memory ([`kernel_tcp`]). runc runs them with the OCI state on stdin and
-//! puts the hook's stderr into its own error, so the reason reaches the user.
+//! point (with `--kernel-tcp <bytes>` it also bounds TCP socket memory,
+//! [`kernel_tcp`]); `vibe-shim hook tmpfs-modes ...`: the createContainer
+//! one ([`tmpfs_modes`]); `vibe-shim hook kernel-tcp ...`: the TCP bound as
+//! a createRuntime hook of its own. runc runs them with the OCI state on
+//! stdin and puts the hook's stderr into its own error, so the reason
+//! reaches the user.
 
 pub mod kernel_tcp;
 pub mod tmpfs_modes;
@@ -129,6 +131,8 @@ fn run_hook(config: &Path, hook: Hook, stdin: &mut dyn Read) -> Result<(), HookV
         Hook::KernelTcp(HookRest { args }) => Ok(kernel_tcp::run(&lossy(&args), &state)?),
         Hook::TmpfsModes(HookRest { args }) => Ok(tmpfs_modes::run(&lossy(&args))?),
         Hook::Network(HookRest { args }) => {
+            // The TCP bound first: it needs no policy and is cheap.
+            kernel_tcp::run_carried(&lossy(&args), &state)?;
             let policy = policy_file::load(config)?;
             let network = |e| HookVerbError::Network(Box::new(e));
             vibe_hooks::run_network_hook(&state, &policy.network).map_err(network)?;
