@@ -69,6 +69,17 @@ pub fn release(egress_socket: &Path, root: &Path, id: &str) {
     }
 }
 
+/// Whether anything is left for the poststop hook to release: the
+/// container's directory, or the user-namespace block that its running
+/// processes held when `delete -f` released the rest. When runc deletes a
+/// container itself (a foreground `run`, a failed create) the directory is
+/// still there.
+pub fn anything_left(root: &Path, id: &str) -> bool {
+    let dir =
+        state_dir::container_dir(root, id).is_ok_and(|dir| std::fs::symlink_metadata(dir).is_ok());
+    dir || crate::sys::userns_blocks::Blocks::default().has_record(root, id)
+}
+
 /// Mode "proxy": the egress daemon stops serving the container (closing
 /// its listeners, which pin the namespace). Best effort and quiet when no
 /// daemon listens: its sweep drops containers whose process is gone.

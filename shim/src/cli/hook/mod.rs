@@ -121,6 +121,10 @@ fn run_hook(config: &Path, hook: Hook, stdin: &mut dyn Read) -> Result<(), HookV
             if let [flag, root, id] = &args[..] {
                 if let (true, Some(id)) = (flag == vibe_hooks::HOOK_RUNC_ROOT_FLAG, id.to_str()) {
                     let root = crate::sys::state_dir::runc_root(Some(root));
+                    // vibe-shim's delete ran before runc's: nothing to do.
+                    if !crate::enforce::delete::anything_left(&root, id) {
+                        return Ok(());
+                    }
                     let socket = policy_file::egress_socket_only(config);
                     crate::enforce::delete::release(&socket, &root, id);
                 }
