@@ -11,6 +11,7 @@
 //! writes nothing to the host but that one per-container table.
 
 pub mod backend;
+pub mod digest;
 pub mod egress;
 pub mod fsio;
 pub mod nfnetlink;
@@ -290,6 +291,15 @@ fn start_loopback_only(id: &str, netns: File, net: &NetworkSection) -> Result<()
         true => Ok(()),
         false => apply(id, netns, net, Phase::Start),
     }
+}
+
+/// The container's table as the kernel holds it after the start work,
+/// hashed for the start's assurance record (`None`: no table).
+pub fn table_digest(pid: i32) -> Result<Option<vibe_policy::assurance::TableDigest>, HookError> {
+    let netns = open_container_netns(pid)?;
+    in_netns(netns, || {
+        Ok(nftables::table_digest_named(ruleset::TABLE_NAME)?)
+    })
 }
 
 /// Removes what [`run_network_hook`] put in the host's namespace for

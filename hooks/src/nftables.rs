@@ -540,6 +540,56 @@ pub fn read_table() -> Result<Option<TableView>, NetlinkError> {
 
 /// Reads table `inet NAME` from the calling thread's network namespace.
 pub fn read_table_named(name: &str) -> Result<Option<TableView>, NetlinkError> {
+    let mut view = TableView::default();
+    let found = dump_table(name, |object, attrs| match object {
+        TableObject::Chain => view.chains.push(chain_view(attrs)),
+        TableObject::Set => view.sets += 1,
+        TableObject::Rule => view.rules.push(rule_view(attrs)),
+    })?;
+    Ok(found.then_some(view))
+}
+
+/// The kernel's own bytes of table `inet NAME` (its chains, sets and rules,
+/// in the order the kernel dumps them), hashed: `None` without the table.
+pub fn table_digest_named(
+    name: &str,
+) -> Result<Option<vibe_policy::assurance::TableDigest>, NetlinkError> {
+    let mut hash = crate::digest::Sha256::new();
+    let (mut chains, mut rules) = (0, 0);
+    let found = dump_table(name, |object, attrs| {
+        let tag: &[u8] = match object {
+            TableObject::Chain => {
+                chains += 1;
+                b"chain"
+            }
+            TableObject::Set => b"set",
+            TableObject::Rule => {
+                rules += 1;
+                b"rule"
+            }
+        };
+        hash.update(tag);
+        hash.update(&(attrs.len() as u64).to_le_bytes());
+        hash.update(attrs);
+    })?;
+    Ok(found.then(|| vibe_policy::assurance::TableDigest {
+        sha256: hash.hex(),
+        chains,
+        rules,
+    }))
+}
+
+/// What one dumped message of a table is.
+#[derive(Clone, Copy)]
+enum TableObject {
+    Chain,
+    Set,
+    Rule,
+}
+
+/// Dumps table `inet NAME`'s chains, sets and rules to `each`; false when
+/// there is no such table.
+fn dump_table(name: &str, mut each: impl FnMut(TableObject, &[u8])) -> Result<bool, NetlinkError> {
     let mut socket = NetfilterSocket::open()?;
     let seq = first_seq();
     let mut exists = true;
@@ -562,46 +612,28 @@ pub fn read_table_named(name: &str) -> Result<Option<TableView>, NetlinkError> {
         e => Err(e),
     })?;
     if !exists {
-        return Ok(None);
+        return Ok(false);
     }
-    let mut view = TableView::default();
-    request(
-        &mut socket,
-        seq + 1,
-        NFT_MSG_GETCHAIN,
-        NLM_F_DUMP,
-        (NFTA_CHAIN_TABLE, name),
-        |attrs| {
-            if attr_str(attrs, NFTA_CHAIN_TABLE) == Some(name) {
-                view.chains.push(chain_view(attrs));
-            }
-        },
-    )?;
-    request(
-        &mut socket,
-        seq + 2,
-        NFT_MSG_GETSET,
-        NLM_F_DUMP,
-        (NFTA_SET_TABLE, name),
-        |attrs| {
-            if attr_str(attrs, NFTA_SET_TABLE) == Some(name) {
-                view.sets += 1;
-            }
-        },
-    )?;
-    request(
-        &mut socket,
-        seq + 3,
-        NFT_MSG_GETRULE,
-        NLM_F_DUMP,
-        (NFTA_RULE_TABLE, name),
-        |attrs| {
-            if attr_str(attrs, NFTA_RULE_TABLE) == Some(name) {
-                view.rules.push(rule_view(attrs));
-            }
-        },
-    )?;
-    Ok(Some(view))
+    let dumps = [
+        (NFT_MSG_GETCHAIN, NFTA_CHAIN_TABLE, TableObject::Chain),
+        (NFT_MSG_GETSET, NFTA_SET_TABLE, TableObject::Set),
+        (NFT_MSG_GETRULE, NFTA_RULE_TABLE, TableObject::Rule),
+    ];
+    for (offset, (msg, table_attr, object)) in (1..).zip(dumps) {
+        request(
+            &mut socket,
+            seq + offset,
+            msg,
+            NLM_F_DUMP,
+            (table_attr, name),
+            |attrs| {
+                if attr_str(attrs, table_attr) == Some(name) {
+                    each(object, attrs);
+                }
+            },
+        )?;
+    }
+    Ok(true)
 }
 
 /// One get request naming our table; `each` sees every data message until
