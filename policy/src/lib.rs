@@ -6,6 +6,7 @@
 //! [`decision::Refusal`]. It never touches the host: what it must know about
 //! the host comes through [`host::HostView`].
 
+pub mod assurance;
 pub mod authz;
 pub mod config;
 pub mod decision;

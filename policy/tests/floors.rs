@@ -11,7 +11,8 @@
 //!    markers, which policy file applies.
 //! 5. `rules`.
 //! 6. `engine` (the chains, the input check, the invariants oracle).
-//! 7. `egress`, `authz`, `network`, `runc`, `notice`: decisions built on the above.
+//! 7. `egress`, `authz`, `network`, `runc`, `notice`, `assurance`: decisions
+//!    built on the above.
 //!
 //! Test code (everything after a file's first `#[cfg(test)]`) and comments
 //! may reach any floor: tests drive the whole pipeline.
@@ -32,7 +33,7 @@ fn file_floor(rel: &str) -> Option<u8> {
         },
         "rules" => 5,
         "egress" if rel == "egress/credential.rs" => 2,
-        "egress" | "authz" | "network" | "runc" | "notice" => 7,
+        "egress" | "authz" | "network" | "runc" | "notice" | "assurance" => 7,
         _ => return None,
     })
 }
@@ -60,7 +61,7 @@ fn path_floor(path: &str) -> Option<u8> {
             Some("credential") => 2,
             _ => 7,
         },
-        "authz" | "network" | "runc" | "notice" => 7,
+        "authz" | "network" | "runc" | "notice" | "assurance" => 7,
         _ => return None,
     })
 }

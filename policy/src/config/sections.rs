@@ -354,6 +354,11 @@ pub const TRUST_BUNDLE_PATH: &str = "/etc/vibe-shim/ca-bundle.pem";
 /// read-only): next to [`TRUST_BUNDLE_PATH`].
 pub const NOTICE_PATH: &str = "/etc/vibe-shim/notice";
 
+/// Where every container reads the assurance record of its start (what the
+/// kernel showed of it, judged): a file beside the notice that create binds
+/// read-only and start fills in before the container's process runs.
+pub const ASSURANCE_PATH: &str = "/etc/vibe-shim/assurance.json";
+
 /// The variables forced to [`TRUST_BUNDLE_PATH`] (OpenSSL and Go, Python's
 /// requests, curl, git, Node.js).
 pub const TRUST_BUNDLE_ENV: [&str; 5] = [

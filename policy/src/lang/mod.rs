@@ -8,7 +8,7 @@
 //! - [`rfc3339`]: the audit line's timestamps.
 //! - [`pattern`]: the `[[hooks.allow]]` argument and env patterns.
 //! - [`hosts`]: the host-name grammar of `[network] hosts`.
-//! - [`text`]: text made fit for a one-line message.
+//! - [`text`]: text made fit for a one-line message, and mountinfo's escapes undone.
 //! - [`passwd`]: an image's `/etc/passwd`, read for the home directories.
 
 pub mod container_id;
@@ -18,4 +18,4 @@ pub mod json;
 pub mod passwd;
 pub(crate) mod pattern;
 pub mod rfc3339;
-pub(crate) mod text;
+pub mod text;

@@ -4,14 +4,20 @@
 //! read-only, last, over any client mount at that path. The shim writes the
 //! file after the judge, from this rewrite's record; runc binds it.
 //!
+//! The start's assurance record rides with it: [`ASSURANCE_FILE`] beside
+//! the notice, bound read-only at [`ASSURANCE_PATH`] the same way (start
+//! writes it in place, before the container's process runs).
+//!
 //! An earlier create's own mount (an engine's spec fed back) is dropped and
 //! made again. Under a client bind at `/etc` or `/etc/vibe-shim` there is
 //! no notice: its mount point would be made in that host directory. The binds rule and the credentials rule skip exactly this
 //! mount ([`is_own_file_mount`]): its source is vibe-shim's own.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::Value;
 
-use crate::config::NOTICE_PATH;
+use crate::config::{ASSURANCE_PATH, NOTICE_PATH};
 use crate::decision::{Denial, Record};
 use crate::engine::context::{CreateContext, RuleContext};
 use crate::lang::json::{clean_path_within, str_field};
@@ -22,15 +28,33 @@ use crate::rules::kernel_mounts::{destination, is_bind, remove_mounts_at};
 
 const RULE: &str = "notice";
 
-/// Whether `mount` is this container's own notice mount: a bind of
-/// `create.notice` onto [`NOTICE_PATH`].
+/// The assurance record's file name in the container's state directory.
+pub const ASSURANCE_FILE: &str = "assurance.json";
+
+/// The host path of the container's assurance record, beside its notice.
+pub fn assurance_file(notice: &Path) -> PathBuf {
+    notice.with_file_name(ASSURANCE_FILE)
+}
+
+/// The two files this rule binds: (container path, host path).
+fn own_files(notice: &Path) -> [(&'static str, PathBuf); 2] {
+    [
+        (NOTICE_PATH, notice.to_path_buf()),
+        (ASSURANCE_PATH, assurance_file(notice)),
+    ]
+}
+
+/// Whether `mount` is this container's own notice (or assurance record)
+/// mount: a bind of `create.notice` onto [`NOTICE_PATH`], or of the record
+/// beside it onto [`ASSURANCE_PATH`].
 pub fn is_notice_mount(mount: &Value, create: Option<&CreateContext>) -> bool {
     let Some(notice) = create.and_then(|c| c.notice.as_deref()) else {
         return false;
     };
     is_bind(mount)
-        && destination(mount) == NOTICE_PATH
-        && notice.to_str() == Some(str_field(mount, "source"))
+        && own_files(notice).iter().any(|(path, file)| {
+            destination(mount) == *path && file.to_str() == Some(str_field(mount, "source"))
+        })
 }
 
 /// Whether `mount` binds one of vibe-shim's own files of this container
@@ -49,7 +73,10 @@ fn bind_above_notice(spec: &Value) -> bool {
         .flatten()
         .any(|m| {
             let dest = destination(m);
-            is_bind(m) && dest != NOTICE_PATH && clean_path_within(NOTICE_PATH, &dest)
+            is_bind(m)
+                && [NOTICE_PATH, ASSURANCE_PATH]
+                    .iter()
+                    .any(|own| dest != *own && clean_path_within(own, &dest))
         })
 }
 
@@ -60,18 +87,20 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
     if bind_above_notice(spec) {
         return Ok(());
     }
-    let source = notice.to_str().ok_or_else(|| {
-        Denial::new(
-            RULE,
-            "/mounts",
-            notice.display().to_string(),
-            "the notice's host path is not UTF-8",
-        )
-    })?;
-    // Anything at the path (an earlier create's mount, a client's) goes:
-    // the notice is vibe-shim's word, not the client's.
-    remove_mounts_at(spec, NOTICE_PATH, RULE, rec);
-    push_own_file_mount(spec, RULE, NOTICE_PATH, source, rec);
+    for (path, file) in own_files(notice) {
+        let source = file.to_str().ok_or_else(|| {
+            Denial::new(
+                RULE,
+                "/mounts",
+                file.display().to_string(),
+                "the notice's host path is not UTF-8",
+            )
+        })?;
+        // Anything at the path (an earlier create's mount, a client's)
+        // goes: the notice is vibe-shim's word, not the client's.
+        remove_mounts_at(spec, path, RULE, rec);
+        push_own_file_mount(spec, RULE, path, source, rec);
+    }
     Ok(())
 }
 
@@ -109,13 +138,22 @@ mod tests {
         )
         .unwrap();
         let mounts = spec["mounts"].as_array().unwrap();
-        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts.len(), 3);
         assert_eq!(mounts[1]["source"], FILE);
         assert_eq!(mounts[1]["options"], json!(BUNDLE_OPTIONS));
-        assert!(is_own_file_mount(&mounts[1], Some(&create)));
-        assert!(!is_own_file_mount(&mounts[1], None));
-        assert_eq!(rec.changes.len(), 2);
-        // Fed back, the spec keeps one notice mount.
+        // The assurance record beside it, bound the same way.
+        assert_eq!(mounts[2]["destination"], ASSURANCE_PATH);
+        assert_eq!(
+            mounts[2]["source"],
+            "/run/vibe-shim/containers/r/c1/assurance.json"
+        );
+        assert_eq!(mounts[2]["options"], json!(BUNDLE_OPTIONS));
+        for own in &mounts[1..] {
+            assert!(is_own_file_mount(own, Some(&create)));
+            assert!(!is_own_file_mount(own, None));
+        }
+        assert_eq!(rec.changes.len(), 3);
+        // Fed back, the spec keeps one notice mount and one record mount.
         run_rule_with(
             apply,
             &mut spec,
@@ -124,7 +162,22 @@ mod tests {
             Some(&create),
         )
         .unwrap();
-        assert_eq!(spec["mounts"].as_array().unwrap().len(), 2);
+        assert_eq!(spec["mounts"].as_array().unwrap().len(), 3);
+        // A client's mount at the record's path goes too.
+        let mut spec = json!({"mounts": [
+            {"destination": ASSURANCE_PATH, "type": "bind", "source": "/srv/fake", "options": ["bind"]},
+        ]});
+        run_rule_with(
+            apply,
+            &mut spec,
+            &Policy::default(),
+            &FakeHost::new(),
+            Some(&create),
+        )
+        .unwrap();
+        let mounts = spec["mounts"].as_array().unwrap();
+        assert_eq!(mounts.len(), 2);
+        assert!(mounts.iter().all(|m| is_own_file_mount(m, Some(&create))));
     }
 
     #[test]
