@@ -2,13 +2,15 @@
 //! for a container (the text the container reads at
 //! `/etc/vibe-shim/notice`), from vibe-shim's own per-container state
 //! directory, under any runc root. A unique prefix of the id will do.
+//! `--assurance` prints the start's assurance record instead (what the
+//! kernel showed of the container at `start`, judged).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::sys::state_dir;
 
-const EXIT_CODES: &str = "Exit codes:\n  0  the notice was printed\n  1  no such container in vibe-shim's state, an ambiguous prefix, or no notice to read\n  2  a usage error";
+const EXIT_CODES: &str = "Exit codes:\n  0  the notice (or record) was printed\n  1  no such container in vibe-shim's state, an ambiguous prefix, or no notice (or record) to read\n  2  a usage error";
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -21,6 +23,9 @@ pub struct ExplainArgs {
     /// The container's id (for Docker, its full 64-hex id), or a unique prefix of it
     #[arg(value_name = "CONTAINER-ID")]
     id: String,
+    /// Print the assurance record of the container's start (JSON) instead
+    #[arg(long)]
+    assurance: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +49,11 @@ pub fn run(args: &[OsString]) -> i32 {
         Ok(parsed) => parsed,
         Err(code) => return code,
     };
-    match notice_of(Path::new(state_dir::BASE), &parsed.id) {
+    let file = match parsed.assurance {
+        true => vibe_policy::rules::notice::ASSURANCE_FILE,
+        false => state_dir::NOTICE_FILE,
+    };
+    match file_of(Path::new(state_dir::BASE), &parsed.id, file) {
         Ok(text) => {
             print!("{text}");
             0
@@ -56,11 +65,12 @@ pub fn run(args: &[OsString]) -> i32 {
     }
 }
 
-/// The notice text of the container `id` (or the one whose id starts with
-/// it) among the state directories under `base`.
-pub fn notice_of(base: &Path, id: &str) -> Result<String, ExplainError> {
+/// One file (the notice, or the assurance record) of the container `id`
+/// (or the one whose id starts with it) among the state directories under
+/// `base`.
+pub fn file_of(base: &Path, id: &str, file: &str) -> Result<String, ExplainError> {
     let dir = find(base, id)?;
-    let path = dir.join(state_dir::NOTICE_FILE);
+    let path = dir.join(file);
     std::fs::read_to_string(&path).map_err(|source| ExplainError::Read {
         path: path.display().to_string(),
         source,
@@ -141,24 +151,35 @@ mod tests {
         container(b, "%2Frun%2Frunc", "abd456", Some("two\n"));
         container(b, "%2Frun%2Frunc", "abc", Some("three\n"));
         container(b, "%2Frun%2Frunc", "old", None);
-        assert_eq!(notice_of(b, "abc123").unwrap(), "one\n");
-        assert_eq!(notice_of(b, "abd").unwrap(), "two\n");
+        assert_eq!(
+            file_of(b, "abc123", state_dir::NOTICE_FILE).unwrap(),
+            "one\n"
+        );
+        assert_eq!(file_of(b, "abd", state_dir::NOTICE_FILE).unwrap(), "two\n");
         // An exact id beats the prefix it also is.
-        assert_eq!(notice_of(b, "abc").unwrap(), "three\n");
-        let err = notice_of(b, "ab").unwrap_err();
+        assert_eq!(
+            file_of(b, "abc", state_dir::NOTICE_FILE).unwrap(),
+            "three\n"
+        );
+        let err = file_of(b, "ab", state_dir::NOTICE_FILE).unwrap_err();
         assert!(matches!(err, ExplainError::Ambiguous { .. }), "{err}");
-        let err = notice_of(b, "zzz").unwrap_err().to_string();
+        let err = file_of(b, "zzz", state_dir::NOTICE_FILE)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("no container zzz in vibe-shim's state"),
             "{err}"
         );
         assert!(matches!(
-            notice_of(b, "old"),
+            file_of(b, "old", state_dir::NOTICE_FILE),
             Err(ExplainError::Read { .. })
         ));
-        assert!(matches!(notice_of(b, "../x"), Err(ExplainError::BadId(_))));
         assert!(matches!(
-            notice_of(&b.join("none"), "abc"),
+            file_of(b, "../x", state_dir::NOTICE_FILE),
+            Err(ExplainError::BadId(_))
+        ));
+        assert!(matches!(
+            file_of(&b.join("none"), "abc", state_dir::NOTICE_FILE),
             Err(ExplainError::NotFound { .. })
         ));
     }

@@ -2,6 +2,7 @@
 //! [`dispatch`] before it reads argv as runc's; run as `runc`, main.rs
 //! refuses every verb `runc_argv::VERBS` marks as own first.
 
+pub mod audit;
 pub mod authz;
 pub mod doctor;
 pub mod egress;
@@ -29,7 +30,9 @@ vibe-shim's own verbs (each has --help):
   authz                 Serve the Docker authorization plugin (the API gate)
   doctor                Try every known door around vibe-shim; 0 when all are closed
   probe                 Judge the sandbox this runs in, one verdict per rule
-  explain CONTAINER-ID  Show what vibe-shim changed in a container (its notice)
+  explain CONTAINER-ID  Show what vibe-shim changed in a container (its notice),
+                        or what the kernel showed at its start (--assurance)
+  audit verify [PATH]   Walk the audit log's hash chain; report the first break
   hook <name>           The OCI hooks vibe-shim adds to a container (runc runs them)
 
 runc's verbs (create, run, exec, update, start, checkpoint, restore, delete,
@@ -60,6 +63,7 @@ pub fn dispatch(verb: &str, config_path: &Path, args: &[OsString]) -> Option<i32
         "install" | "uninstall" => install::run(verb, config_path, args),
         "egress" => egress::run(config_path, args),
         "explain" => explain::run(args),
+        "audit" => audit::run(config_path, args),
         "probe" => probe::run(args),
         _ => return None,
     })

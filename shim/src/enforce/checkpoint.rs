@@ -20,6 +20,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CheckpointArgs) -> Outcome
         container_id: lossy(&parsed.id),
         result: judge(ctx, args, parsed).map(|args| (args, Vec::new())),
         notice: None,
+        assurance: None,
     }
 }
 

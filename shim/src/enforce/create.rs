@@ -177,6 +177,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         container_id,
         result,
         notice,
+        assurance: None,
     }
 }
 
@@ -210,15 +211,24 @@ fn private_block(
 }
 
 /// Writes the container's notice into its state directory, readable by
-/// anyone (runc binds it read-only at [`vibe_policy::config::NOTICE_PATH`]).
+/// anyone (runc binds it read-only at [`vibe_policy::config::NOTICE_PATH`]),
+/// and the empty file beside it that start fills with the assurance record
+/// (bound at [`vibe_policy::config::ASSURANCE_PATH`]).
 fn write_notice(dir: &Path, notice: &vibe_policy::notice::Notice) -> Result<(), CreateError> {
-    let path = dir.join(state_dir::NOTICE_FILE);
-    vibe_hooks::fsio::write_new(&path, notice.render().as_bytes(), 0o644, STATE).map_err(|source| {
-        CreateError::Write {
-            path: path.display().to_string(),
-            source,
-        }
-    })
+    let notice_path = dir.join(state_dir::NOTICE_FILE);
+    let record = vibe_policy::rules::notice::assurance_file(&notice_path);
+    for (path, bytes) in [
+        (&notice_path, notice.render().into_bytes()),
+        (&record, Vec::new()),
+    ] {
+        vibe_hooks::fsio::write_new(path, &bytes, 0o644, STATE).map_err(|source| {
+            CreateError::Write {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
 }
 
 /// Reads the engine's config.json once, through a descriptor that is a

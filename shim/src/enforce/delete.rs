@@ -61,6 +61,13 @@ pub fn release(egress_socket: &Path, root: &Path, id: &str) {
     if let Err(e) = state_dir::remove(&dir) {
         eprintln!("vibe-shim: delete: {e}");
     }
+    if let Ok(record) = state_dir::assurance_record(root, id) {
+        match std::fs::remove_file(&record) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!("vibe-shim: delete: {}: {e}", record.display()),
+        }
+    }
     crate::timing::mark("state-dir");
     // The per-root level goes with its last container (ENOTEMPTY otherwise):
     // every create's id check lists the levels, so they must not pile up.

@@ -66,6 +66,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &ExecArgs) -> Outcome {
         container_id,
         result,
         notice: None,
+        assurance: None,
     }
 }
 

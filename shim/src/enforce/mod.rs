@@ -44,6 +44,8 @@ pub struct Outcome {
     /// What a create changed, as the container's notice says it (for the
     /// audit line); `None` for the other verbs and a refused create.
     pub notice: Option<vibe_policy::notice::Notice>,
+    /// A start's assurance record, summarised for the audit line.
+    pub assurance: Option<start::AssuranceSummary>,
 }
 
 impl Outcome {
@@ -55,6 +57,7 @@ impl Outcome {
                 changes: Vec::new(),
             }),
             notice: None,
+            assurance: None,
         }
     }
 }

@@ -113,6 +113,7 @@ pub fn enforce(inv: &Invocation, verb: &str, config_path: PathBuf, argv: &Enforc
     crate::timing::mark(verb_phase(verb));
     let mut record = AuditRecord::new(&outcome.container_id, verb, &ctx.config_path);
     record.notice = outcome.notice.as_ref();
+    record.assurance = outcome.assurance.as_ref();
     match &outcome.result {
         Ok((_, changes)) => record.changes = changes,
         Err(refusal) => {

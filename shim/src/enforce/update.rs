@@ -21,6 +21,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &UpdateArgs) -> Outcome {
         container_id,
         result,
         notice: None,
+        assurance: None,
     }
 }
 

@@ -140,6 +140,7 @@ pub const VERBS: &[(&str, Treatment)] = &[
     ("egress", Treatment::Own),
     ("explain", Treatment::Own),
     ("probe", Treatment::Own),
+    ("audit", Treatment::Own),
 ];
 
 /// What vibe-shim does with `verb`; `None` for a verb it does not know.

@@ -45,27 +45,8 @@ pub fn parse_mount_points(text: &[u8]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// mountinfo writes space, tab, newline and backslash as `\ooo`.
-pub(crate) fn unescape_octal(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let digits = field.get(i + 1..i + 4);
-        let octal = digits.filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match (field[i], octal) {
-            (b'\\', Some(d)) => {
-                let value = d.iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
-                out.push(value as u8);
-                i += 4;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    out
-}
+/// mountinfo's `\ooo` escapes (one home: vibe-policy, which judges mountinfo too).
+pub(crate) use vibe_policy::lang::text::unescape_octal;
 
 /// The longest mount point that contains `path` (component-wise).
 pub fn longest_mount_point(mounts: &[PathBuf], path: &Path) -> Option<PathBuf> {

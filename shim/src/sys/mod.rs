@@ -5,6 +5,7 @@
 //! container's rootfs.
 
 pub mod credentials;
+pub mod evidence;
 pub mod host;
 pub mod memfd;
 pub mod rootfs;

@@ -8,6 +8,12 @@
 //!     ...           other per-container state (staged bind sources, ...)
 //! ```
 //!
+//! Beside it, root-only, start's assurance record of each container:
+//!
+//! ```text
+//! /run/vibe-shim/assurance/<runc root, escaped>/<container id>.json
+//! ```
+//!
 //! It exists because the engine's bundle directory is not ours: whatever is
 //! in it can change between our check and runc's read. Keyed by runc's root
 //! as well as the id, since two engines (or two containerd namespaces) may
@@ -24,6 +30,9 @@ pub const BASE: &str = "/run/vibe-shim/containers";
 /// nothing in it outlives a crash that ends the container too (and on most
 /// hosts /run is a tmpfs, where fsync does nothing anyway).
 pub const STATE: vibe_hooks::fsio::Durability = vibe_hooks::fsio::Durability::Volatile;
+/// Where start writes each container's assurance record (0600, in 0700
+/// directories; the container reads its copy beside the notice).
+pub const ASSURANCE_BASE: &str = "/run/vibe-shim/assurance";
 /// The container's notice file ([`vibe_policy::notice`]).
 pub const NOTICE_FILE: &str = "notice";
 /// runc's state directory when `--root` is not given (as root).
@@ -98,6 +107,17 @@ pub fn container_dir_in(base: &Path, root: &Path, id: &str) -> Result<PathBuf, S
 /// [`container_dir_in`] under [`BASE`].
 pub fn container_dir(root: &Path, id: &str) -> Result<PathBuf, StateDirError> {
     container_dir_in(Path::new(BASE), root, id)
+}
+
+/// The container's assurance record under `base` (without creating it).
+pub fn assurance_record_in(base: &Path, root: &Path, id: &str) -> Result<PathBuf, StateDirError> {
+    check_id(id)?;
+    Ok(base.join(escape_root(root)).join(format!("{id}.json")))
+}
+
+/// [`assurance_record_in`] under [`ASSURANCE_BASE`].
+pub fn assurance_record(root: &Path, id: &str) -> Result<PathBuf, StateDirError> {
+    assurance_record_in(Path::new(ASSURANCE_BASE), root, id)
 }
 
 /// Creates `dir` and its missing parents as root-only (0700) directories,
@@ -221,6 +241,11 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(b, PathBuf::from("/b/%2Frun%2Fa%2Fb/c"));
         assert!(container_dir_in(Path::new("/b"), Path::new("/r"), "../x").is_err());
+        assert_eq!(
+            assurance_record_in(Path::new("/a"), Path::new("/run/a/b"), "c").unwrap(),
+            PathBuf::from("/a/%2Frun%2Fa%2Fb/c.json")
+        );
+        assert!(assurance_record_in(Path::new("/a"), Path::new("/r"), "../x").is_err());
     }
 
     #[test]
