@@ -11,7 +11,7 @@ use crate::docker::{docker, docker_with, Container, IMAGE};
 use crate::env::{env, under};
 use crate::harness::Output;
 use crate::policy::TestPolicy;
-use vibe_policy::config::NOTICE_PATH;
+use vibe_policy::config::{ASSURANCE_PATH, NOTICE_PATH};
 
 /// `docker run --name <c> --runtime <runtime> <flags> IMAGE sh -c <posture>`.
 pub fn run_posture(
@@ -546,13 +546,19 @@ pub fn assert_confined(p: &Posture, policy: &TestPolicy) {
             // directory: /run/vibe-shim/containers/<runc root>/<id>/notice
             // (ctr's hostname is no prefix of the id, so the id is not
             // matched).
-            let notice = m.point == NOTICE_PATH
-                && m.has("ro")
-                && root
-                    .strip_prefix("/run/vibe-shim/containers/")
-                    .is_some_and(|rest| {
-                        matches!(rest.split('/').collect::<Vec<_>>()[..], [_, _, "notice"])
-                    });
+            // Its assurance record beside it, bound the same way.
+            let own_file = [(NOTICE_PATH, "notice"), (ASSURANCE_PATH, "assurance.json")]
+                .iter()
+                .find(|(point, _)| m.point == *point)
+                .map(|(_, file)| *file);
+            let notice = own_file.is_some_and(|file| {
+                m.has("ro")
+                    && root
+                        .strip_prefix("/run/vibe-shim/containers/")
+                        .is_some_and(|rest| {
+                            matches!(rest.split('/').collect::<Vec<_>>()[..], [_, _, f] if f == file)
+                        })
+            });
             match allowed_bind {
                 Some((src, rw)) => {
                     if !rw && !m.has("ro") {

@@ -112,6 +112,17 @@ fn run_probe_with(
     mount: &[&str],
     flags: &[&str],
 ) -> (serde_json::Value, Option<i32>, Output) {
+    run_probe_as(tag, mount, flags, &[])
+}
+
+/// [`run_probe_with`], the probe started by `entry` (a shell that execs it,
+/// so it is still the container's init) when given.
+fn run_probe_as(
+    tag: &str,
+    mount: &[&str],
+    flags: &[&str],
+    entry: &[&str],
+) -> (serde_json::Value, Option<i32>, Output) {
     let h = hosts();
     let gw = env().var("VIBE_TEST_GATEWAY").to_string();
     let c = Container::new(tag);
@@ -121,7 +132,13 @@ fn run_probe_with(
         .map(|s| s.to_string())
         .collect();
     args.extend(flags.iter().map(|s| s.to_string()));
-    args.push(IMAGE.to_string());
+    if let Some((first, rest)) = entry.split_first() {
+        args.extend(["--entrypoint".to_string(), first.to_string()]);
+        args.push(IMAGE.to_string());
+        args.extend(rest.iter().map(|s| s.to_string()));
+    } else {
+        args.push(IMAGE.to_string());
+    }
     args.push(PROBE.to_string());
     args.push("--json".to_string());
     args.push("--timeout-ms".to_string());
@@ -322,6 +339,94 @@ fn under_vibe_shim_with_a_regular_user_every_rule_holds() {
     assert_eq!(failing(&json), set(&[]), "{out}");
     assert_eq!(json["verdict"], "pass", "{out}");
     assert_eq!(code, Some(0), "{out}");
+}
+
+/// The assurance record of a real `docker run` (read at start, from the
+/// host) says what the probe sees from inside, as the same process: the
+/// record is printed by the init's shell, which then execs the probe.
+#[test]
+#[ignore = "needs tests/env/up.sh and cargo probe-static"]
+fn the_assurance_record_matches_the_probes_view_from_inside() {
+    let dir = probe_copy();
+    let bind = format!("{}/vibe-shim-probe:{PROBE}:ro", dir.path().display());
+    let (json, code, out) = run_probe_as(
+        "probe-record",
+        &["-v", &bind],
+        &["--runtime", &runtime_for("notice")],
+        &[
+            "sh",
+            "-c",
+            "cat /etc/vibe-shim/assurance.json; echo; exec \"$0\" \"$@\"",
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    let stdout = out.stdout.clone();
+    let start = stdout.find('{').expect("the record first");
+    let mut records =
+        serde_json::Deserializer::from_str(&stdout[start..]).into_iter::<serde_json::Value>();
+    let record = records
+        .next()
+        .expect("a record")
+        .expect("the record is JSON");
+    assert_eq!(record["verdict"], "confined", "{record}");
+    let observed = |rule: &str| -> String {
+        json["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["rule"] == rule)
+            .and_then(|r| r["observed"].as_str())
+            .unwrap_or_else(|| panic!("no {rule} in {json}"))
+            .to_string()
+    };
+    let status = &record["evidence"]["status"];
+    let caps = ["CapEff", "CapPrm", "CapAmb", "CapBnd"]
+        .iter()
+        .map(|k| {
+            let key = format!("cap_{}", k[3..].to_lowercase());
+            format!("{k} {:016x}", status[&key].as_u64().expect("a mask"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(
+        observed("caps").starts_with(&caps),
+        "record {caps} vs probe {}",
+        observed("caps")
+    );
+    assert_eq!(
+        observed("nnp"),
+        format!("NoNewPrivs {}", status["no_new_privs"])
+    );
+    // The probe's pids.max is the tightest on its path; the record's is its
+    // own cgroup's, which the policy's ceiling bounds.
+    let pids = record["evidence"]["cgroup"]["pids_max"]
+        .as_u64()
+        .expect("a pids limit");
+    let seen: u64 = observed("cgroup.pids")
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a number");
+    assert!(seen <= pids, "probe {seen}, record {pids}");
+    let root = record["evidence"]["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["point"] == "/")
+        .expect("a root mount");
+    assert_eq!(root["writable"], false);
+    assert_eq!(
+        json["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == "root.readonly")
+            .unwrap()["verdict"],
+        "pass"
+    );
+    // Every writable mount the record lists, the probe may judge: none
+    // is a host path the probe flags.
+    assert_eq!(failing(&json), set(&[]), "{out}");
 }
 
 /// Where tests/policies/probe.toml's `filesystem.probe` points.
