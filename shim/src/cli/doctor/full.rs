@@ -286,8 +286,9 @@ pub fn outcome(ok: bool, stdout: &str, stderr: &str, absent: Option<&str>) -> Ou
     if let Some(checks) = stdout.lines().rev().find_map(report::from_json) {
         return Outcome::Ran(checks);
     }
-    // `docker exec` prints the runtime's failure on stdout.
-    let said = format!("{stderr}\n{stdout}");
+    // `docker exec` prints the runtime's failure on stdout. The probe's
+    // own name (its path, its bind's source) is no refusal.
+    let said = format!("{stderr}\n{stdout}").replace("vibe-shim-probe", "<probe>");
     match (ok, judge_failure(&said)) {
         (true, _) => Outcome::Error(format!(
             "ran, but the probe gave no verdict: {:?}",
