@@ -1,4 +1,8 @@
-//! Verdicts and how they are printed: a table for people, JSON for CI.
+//! Verdicts and how they are printed: a table for people, JSON for CI,
+//! and that JSON read back (`vibe-shim doctor --full` judges a container
+//! by the probe's output from inside it).
+
+use std::borrow::Cow;
 
 use serde_json::json;
 
@@ -20,12 +24,19 @@ impl Verdict {
             Verdict::Skip => "skip",
         }
     }
+
+    pub fn parse(s: &str) -> Option<Verdict> {
+        [Verdict::Pass, Verdict::Fail, Verdict::Skip]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
 }
 
 /// One rule's verdict and what was seen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
-    pub rule: &'static str,
+    /// The rule's name; owned when read back from another probe's JSON.
+    pub rule: Cow<'static, str>,
     pub verdict: Verdict,
     pub observed: String,
 }
@@ -37,7 +48,7 @@ impl Check {
             false => Verdict::Fail,
         };
         Check {
-            rule,
+            rule: Cow::Borrowed(rule),
             verdict,
             observed: observed.into(),
         }
@@ -45,7 +56,7 @@ impl Check {
 
     pub fn skip(rule: &'static str, observed: impl Into<String>) -> Check {
         Check {
-            rule,
+            rule: Cow::Borrowed(rule),
             verdict: Verdict::Skip,
             observed: observed.into(),
         }
@@ -58,11 +69,11 @@ pub fn holds(checks: &[Check]) -> bool {
 }
 
 /// The rules that do not hold, by name.
-pub fn failing(checks: &[Check]) -> Vec<&'static str> {
+pub fn failing(checks: &[Check]) -> Vec<&str> {
     checks
         .iter()
         .filter(|c| c.verdict == Verdict::Fail)
-        .map(|c| c.rule)
+        .map(|c| c.rule.as_ref())
         .collect()
 }
 
@@ -106,6 +117,26 @@ pub fn json(checks: &[Check]) -> String {
     json!({"verdict": verdict, "failing": failing(checks), "rules": rules}).to_string()
 }
 
+/// The checks of a `--json` output (one object, as [`json`] prints it),
+/// in its order. `None` when `text` is not that object, or a rule in it
+/// lacks its name or has a verdict this probe does not know: a verdict
+/// half read proves nothing.
+pub fn from_json(text: &str) -> Option<Vec<Check>> {
+    let value: serde_json::Value = serde_json::from_str(text.trim()).ok()?;
+    value
+        .get("rules")?
+        .as_array()?
+        .iter()
+        .map(|r| {
+            Some(Check {
+                rule: Cow::Owned(r.get("rule")?.as_str()?.to_string()),
+                verdict: Verdict::parse(r.get("verdict")?.as_str()?)?,
+                observed: r.get("observed")?.as_str()?.to_string(),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,5 +175,20 @@ mod tests {
         assert_eq!(v["failing"], json!(["nnp"]));
         assert_eq!(v["rules"][2]["verdict"], "skip");
         assert_eq!(v["rules"][0]["observed"], "CapEff 0");
+    }
+
+    #[test]
+    fn the_json_reads_back_as_the_checks_it_was_made_of() {
+        assert_eq!(from_json(&json(&sample())), Some(sample()));
+        assert_eq!(from_json(&format!("  {}\n", json(&[]))), Some(vec![]));
+        for broken in [
+            "",
+            "not json",
+            r#"{"verdict": "pass"}"#,
+            r#"{"rules": [{"rule": "caps", "verdict": "maybe", "observed": ""}]}"#,
+            r#"{"rules": [{"verdict": "pass", "observed": ""}]}"#,
+        ] {
+            assert_eq!(from_json(broken), None, "{broken}");
+        }
     }
 }

@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn every_attempt_runs_and_names_its_rule() {
-        let rules: Vec<_> = checks().iter().map(|c| c.rule).collect();
+        let rules: Vec<_> = checks().iter().map(|c| c.rule.to_string()).collect();
         assert_eq!(
             rules,
             [

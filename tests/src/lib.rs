@@ -9,6 +9,7 @@
 //! - [`egress`]: the egress suites' daemon, /etc/hosts names and slot.
 //! - [`netns`]: test hosts in network namespaces for the network suite.
 //! - [`race`]: bind-source flippers for the race tests.
+//! - [`probe`]: the static probe, copied for a container to bind.
 
 pub mod bundle;
 pub mod docker;
@@ -18,4 +19,5 @@ pub mod harness;
 pub mod netns;
 pub mod policy;
 pub mod posture;
+pub mod probe;
 pub mod race;

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -20,35 +20,7 @@ use vibe_shim_tests::docker::{
 };
 use vibe_shim_tests::env::env;
 use vibe_shim_tests::harness::Output;
-
-/// What `cargo probe-static` builds; `VIBE_TEST_PROBE` names another.
-const STATIC_PROBE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../target/x86_64-unknown-linux-gnu/release/vibe-shim-probe"
-);
-
-/// Where the probe is bound inside the container.
-const PROBE: &str = "/vibe-shim-probe";
-
-/// The static probe, copied for one run under the worktree root (the
-/// default policy's one rw bind root, bound here :ro); removed on drop.
-fn probe_copy() -> tempfile::TempDir {
-    // This checkout's build (the env's REPO may be another's).
-    let built = std::env::var("VIBE_TEST_PROBE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(STATIC_PROBE));
-    assert!(
-        built.is_file(),
-        "{} missing: build the static probe with `cargo probe-static` (tests/run.sh does)",
-        built.display()
-    );
-    let dir = tempfile::Builder::new()
-        .prefix("vibe-e2e-probe-")
-        .tempdir_in(env().var("VIBE_TEST_WORKTREES"))
-        .expect("a directory under the worktree root");
-    std::fs::copy(&built, dir.path().join("vibe-shim-probe")).expect("copying the probe");
-    dir
-}
+use vibe_shim_tests::probe::{probe_copy, PROBE};
 
 /// The test hosts on the gateway, kept open for the whole suite.
 struct Hosts {

@@ -10,6 +10,9 @@
 //! name by path (exec'd as root: closed only on EACCES). It drives the
 //! docker CLI, so it must run on the engine's host (the bind-source row
 //! looks at this host's filesystem). Every canary it creates is removed.
+//! `--full` runs the hostile battery instead ([`full`]).
+
+pub mod full;
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -30,7 +33,7 @@ if [ ! -e /x/shadow ]; then echo shadow=absent; elif cat /x/shadow >/dev/null 2>
 "#;
 
 /// Exit codes, for `--help` and the scripts that run doctor.
-const EXIT_CODES: &str = "Exit codes:\n  0  every door is closed (or does not apply here)\n  1  a door is open or could not be judged, or the engine could not be asked its version\n  2  a usage error";
+const EXIT_CODES: &str = "Exit codes:\n  0  every door is closed (or does not apply here)\n  1  a door is open or could not be judged, or the engine could not be asked its version\n  2  a usage error\n\nThe doors, and how --full judges each: docs/admin/doctor.md.";
 
 /// `vibe-shim doctor`: which engine, which image, and where the bind
 /// canary may plant its symlink.
@@ -56,6 +59,13 @@ pub struct DoctorArgs {
     /// worktree is): where the bind-creation canary plants its symlink
     #[arg(long, value_name = "DIR")]
     worktree: Option<PathBuf>,
+    /// Run the hostile battery instead: client flags that try to loosen
+    /// the policy, each judged from inside by the probe; one row per door
+    /// and per probe rule
+    #[arg(long)]
+    full: bool,
+    #[command(flatten)]
+    battery: full::FullArgs,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +92,8 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub door: String,
+    /// The probe rule the row judges (`doctor --full`); `None` for the door.
+    pub rule: Option<String>,
     pub verdict: Verdict,
     pub evidence: String,
 }
@@ -150,13 +162,26 @@ pub fn engine_major(version: &str) -> Option<u32> {
     version.trim().split('.').next()?.parse().ok()
 }
 
+/// The table; a RULE column (`-` for a door's own row) when a row names one.
 pub fn render(rows: &[Row]) -> String {
     let width = rows.iter().map(|r| r.door.len()).max().unwrap_or(4).max(4);
-    let mut out = format!("{:width$}  {:6}  EVIDENCE\n", "DOOR", "RESULT");
+    let rules = rows.iter().filter_map(|r| r.rule.as_deref());
+    let rule_width = rules.map(str::len).max().map(|w| w.max(4));
+    let rule = |r: Option<&str>| match rule_width {
+        Some(w) => format!("{:w$}  ", r.unwrap_or("-")),
+        None => String::new(),
+    };
+    let mut out = format!(
+        "{:width$}  {}{:6}  EVIDENCE\n",
+        "DOOR",
+        rule(Some("RULE")),
+        "RESULT"
+    );
     for r in rows {
         out.push_str(&format!(
-            "{:width$}  {:6}  {}\n",
+            "{:width$}  {}{:6}  {}\n",
             r.door,
+            rule(r.rule.as_deref()),
             r.verdict.label(),
             r.evidence
         ));
@@ -193,6 +218,21 @@ struct Out {
 }
 
 impl Docker {
+    /// Canaries named `vibe-shim-doctor-<pid>-<nanos>-<door>`: unique to this run.
+    fn new(program: OsString, host: Option<OsString>, image: String) -> Docker {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        Docker {
+            program,
+            host: host.or_else(|| std::env::var_os("DOCKER_HOST")),
+            image,
+            prefix: format!("{LABEL}-{}-{nanos:x}", std::process::id()),
+            created: Vec::new(),
+        }
+    }
+
     fn run(&self, args: &[&str]) -> Out {
         self.run_env(&[], args)
     }
@@ -323,9 +363,17 @@ impl Docker {
     }
 }
 
+/// Every canary goes, however doctor leaves (an early return, a panic).
+impl Drop for Docker {
+    fn drop(&mut self) {
+        self.remove_all();
+    }
+}
+
 fn row(door: &str, (verdict, evidence): (Verdict, String)) -> Row {
     Row {
         door: door.to_string(),
+        rule: None,
         verdict,
         evidence,
     }
@@ -939,28 +987,24 @@ pub fn bind_create_verdict(
     }
 }
 
-pub fn run(args: &[OsString]) -> i32 {
+/// `config_path`: the global `--config`, where `--full` looks for the
+/// policy's `filesystem.probe`.
+pub fn run(config_path: &std::path::Path, args: &[OsString]) -> i32 {
     let DoctorArgs {
         host,
         image,
         docker: program,
         worktree,
+        full,
+        battery,
     } = match super::parse::<DoctorArgs>("doctor", args, 2) {
         Ok(parsed) => parsed,
         Err(code) => return code,
     };
-    let host = host.or_else(|| std::env::var_os("DOCKER_HOST"));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let mut d = Docker {
-        program,
-        host,
-        image,
-        prefix: format!("vibe-shim-doctor-{}-{nanos:x}", std::process::id()),
-        created: Vec::new(),
-    };
+    let mut d = Docker::new(program, host, image);
+    if full {
+        return full::run(&mut d, config_path, worktree.as_deref(), &battery);
+    }
     let version = d.run(&["version", "--format", "{{.Server.Version}}"]);
     let version_text = String::from_utf8_lossy(&version.stdout).trim().to_string();
     let Some(major) = engine_major(&version_text).filter(|_| version.ok) else {

@@ -59,7 +59,7 @@ pub fn dispatch(verb: &str, config_path: &Path, args: &[OsString]) -> Option<i32
         "hook" => hook::run(config_path, args),
         "policy" => policy::run(config_path, args),
         "authz" => authz::run(config_path, args),
-        "doctor" => doctor::run(args),
+        "doctor" => doctor::run(config_path, args),
         "install" | "uninstall" => install::run(verb, config_path, args),
         "egress" => egress::run(config_path, args),
         "explain" => explain::run(args),
