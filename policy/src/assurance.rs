@@ -409,6 +409,28 @@ fn judged_writable(spec: &Value) -> BTreeMap<String, Option<&'static str>> {
     out
 }
 
+/// Adds, for each of `spec`'s mounts whose destination runc placed
+/// elsewhere (`placed`: where it resolved inside the rootfs, as the shim
+/// found it), the same mount at that place: the judged spec as runc
+/// carried it out.
+pub fn add_placed_mounts(spec: &mut Value, placed: impl Fn(&str) -> Option<String>) {
+    let Some(mounts) = spec.get_mut("mounts").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let moved: Vec<Value> = mounts
+        .iter()
+        .filter_map(|m| {
+            let dest = clean_path(str_field(m, "destination")).into_owned();
+            let at = placed(&dest).filter(|at| clean_path(at) != dest)?;
+            let mut copy = m.clone();
+            copy.as_object_mut()?
+                .insert("destination".into(), Value::from(at));
+            Some(copy)
+        })
+        .collect();
+    mounts.extend(moved);
+}
+
 /// Filesystems whose superblock the container shares with the host by
 /// design (a cgroup hierarchy); their mounts are judged as writable or not.
 const SHARED_FS: &[&str] = &["cgroup", "cgroup2"];

@@ -197,6 +197,44 @@ impl Bundle {
         }
     }
 
+    /// One create/start/wait/delete cycle of `spec` (written first: create
+    /// rewrites config.json), for a script that prints `END` last: its
+    /// stdout, or vibe-shim's refusal. A refusal at start can only be the
+    /// assurance check's: its evidence names bind sources by path, so a
+    /// rename above one between create and start (a race test's) is one.
+    pub fn cycle(&self, spec: &Value) -> Result<String, String> {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        self.write_spec(spec);
+        let out = self.create();
+        if !out.status.success() {
+            let err = text(&out.stderr);
+            assert!(err.starts_with("vibe-shim: "), "{}", describe(&out));
+            return Err(err);
+        }
+        let start = self.shim(&["start", &self.id], b"");
+        let stdout = if start.status.success() {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let s = fs::read_to_string(self.dir.path().join("init.out")).unwrap_or_default();
+                if s.contains("END") || std::time::Instant::now() > deadline {
+                    break Ok(s);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        } else {
+            let err = text(&start.stderr);
+            assert!(
+                err.starts_with("vibe-shim: assurance: "),
+                "start: {}",
+                describe(&start)
+            );
+            Err(err)
+        };
+        let del = self.shim(&["delete", "-f", &self.id], b"");
+        assert!(del.status.success(), "delete: {}", describe(&del));
+        stdout
+    }
+
     /// `exec <id> <argv...>` through vibe-shim; returns the output.
     pub fn exec(&self, argv: &[&str]) -> Output {
         let mut args = vec!["exec", self.id.as_str()];

@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use vibe_shim_tests::bundle::{describe, Bundle};
 use vibe_shim_tests::race::{Flipper, HostMarker};
 
@@ -60,32 +60,6 @@ fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
-/// One create/start/wait/delete cycle of `spec` through vibe-shim; the
-/// container's stdout, or vibe-shim's refusal.
-fn cycle(bundle: &Bundle, spec: &Value) -> Result<String, String> {
-    // create rewrites config.json: start each cycle from the client's spec.
-    bundle.write_spec(spec);
-    let out = bundle.create();
-    if !out.status.success() {
-        let err = text(&out.stderr);
-        assert!(err.starts_with("vibe-shim: "), "{}", describe(&out));
-        return Err(err);
-    }
-    let start = bundle.shim(&["start", &bundle.id], b"");
-    assert!(start.status.success(), "start: {}", describe(&start));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let stdout = loop {
-        let s = std::fs::read_to_string(bundle.dir.path().join("init.out")).unwrap_or_default();
-        if s.contains("END") || Instant::now() > deadline {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let del = bundle.shim(&["delete", "-f", &bundle.id], b"");
-    assert!(del.status.success(), "delete: {}", describe(&del));
-    Ok(stdout)
-}
-
 #[derive(Default, Debug)]
 struct Tally {
     escaped: usize,
@@ -124,7 +98,7 @@ fn race(name: &str, is_file: bool) {
     }));
 
     // Without the attacker the bind shows the real content.
-    let out = cycle(&bundle, &spec).expect("a plain bind is allowed");
+    let out = bundle.cycle(&spec).expect("a plain bind is allowed");
     assert!(
         out.contains("inside") && !out.contains(&marker.name()) && !out.contains("HOST-SECRET"),
         "{out}"
@@ -135,7 +109,7 @@ fn race(name: &str, is_file: bool) {
     let mut tally = Tally::default();
     let n = cycles(200);
     for _ in 0..n {
-        match cycle(&bundle, &spec) {
+        match bundle.cycle(&spec) {
             Err(_) => tally.refused += 1,
             Ok(out) if out.contains(&marker.name()) || out.contains("HOST-SECRET") => {
                 tally.escaped += 1
@@ -229,10 +203,12 @@ fn mount_point_sources_are_refused_even_when_raced() {
     // Statically: the mount point itself, and a bind of its parent (not
     // recursive, so the mount does not come along).
     let spec = with_source(&allowed.join("p/m"));
-    let refusal = cycle(&bundle, &spec).expect_err("a mount point source must be refused");
+    let refusal = bundle
+        .cycle(&spec)
+        .expect_err("a mount point source must be refused");
     assert!(refusal.contains("separate mount"), "{refusal}");
     let spec = with_source(&allowed.join("q/m"));
-    let out = cycle(&bundle, &spec).expect("a plain directory passes");
+    let out = bundle.cycle(&spec).expect("a plain directory passes");
     assert!(out.contains("inside"), "{out}");
 
     // Raced: p and q swap, so q/m is a mount point half of the time.
@@ -240,7 +216,7 @@ fn mount_point_sources_are_refused_even_when_raced() {
     let mut tally = Tally::default();
     let n = cycles(200) / 2;
     for _ in 0..n {
-        match cycle(&bundle, &spec) {
+        match bundle.cycle(&spec) {
             Err(_) => tally.refused += 1,
             Ok(out) if out.contains(&marker.name()) => tally.escaped += 1,
             Ok(out) if out.contains("inside") => tally.real += 1,
@@ -383,20 +359,24 @@ fn engine_files_of_another_containers_id_are_refused() {
     let mut attacker = Bundle::busybox("attacker", &["sh", "-c", script], "");
     attacker.id = id.clone();
     let spec = with_hosts(&attacker);
-    let refusal = cycle(&attacker, &spec).expect_err("another container's files");
+    let refusal = attacker
+        .cycle(&spec)
+        .expect_err("another container's files");
     assert!(refusal.contains("already exists"), "{refusal}");
 
     // Once the victim is gone the id is free again.
     let del = victim.shim(&["delete", "-f", &id], b"");
     assert!(del.status.success(), "{}", describe(&del));
-    let out = cycle(&attacker, &spec).expect("engine file of a free id");
+    let out = attacker.cycle(&spec).expect("engine file of a free id");
     assert!(out.contains("victim-hosts"), "{out}");
 
     // A directory others can write is not an engine's.
     let mut perms = std::fs::metadata(&engine_dir).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o777);
     std::fs::set_permissions(&engine_dir, perms).unwrap();
-    let refusal = cycle(&attacker, &spec).expect_err("a world-writable engine dir");
+    let refusal = attacker
+        .cycle(&spec)
+        .expect_err("a world-writable engine dir");
     assert!(refusal.contains("writable by nobody else"), "{refusal}");
 }
 

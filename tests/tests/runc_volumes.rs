@@ -8,15 +8,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use vibe_shim_tests::bundle::{describe, Bundle};
+use vibe_shim_tests::bundle::Bundle;
 use vibe_shim_tests::race::{Flipper, HostMarker};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn policy(volume_dir: &Path) -> String {
     format!(
@@ -61,30 +56,6 @@ impl Drop for VolumeDir {
     }
 }
 
-/// create/start/wait/delete of `spec`; the container's stdout, or the refusal.
-fn cycle(bundle: &Bundle, spec: &Value) -> Result<String, String> {
-    bundle.write_spec(spec);
-    let out = bundle.create();
-    if !out.status.success() {
-        let err = text(&out.stderr);
-        assert!(err.starts_with("vibe-shim: "), "{}", describe(&out));
-        return Err(err);
-    }
-    let start = bundle.shim(&["start", &bundle.id], b"");
-    assert!(start.status.success(), "start: {}", describe(&start));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let stdout = loop {
-        let s = std::fs::read_to_string(bundle.dir.path().join("init.out")).unwrap_or_default();
-        if s.contains("END") || Instant::now() > deadline {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let del = bundle.shim(&["delete", "-f", &bundle.id], b"");
-    assert!(del.status.success(), "delete: {}", describe(&del));
-    Ok(stdout)
-}
-
 /// `base` (the client's spec, read before any create rewrote it) with the
 /// volume bound at /data.
 fn with_volume(base: &Value, data: &Path) -> Value {
@@ -104,15 +75,19 @@ fn a_volume_is_its_first_containers_across_delete() {
     let script = "cat /data/log 2>/dev/null; echo run >> /data/log; echo END";
     let owner = Bundle::busybox("volowner", &["sh", "-c", script], &policy(&dirs.dir()));
     let spec = with_volume(&owner.spec(), &data);
-    let first = cycle(&owner, &spec).expect("the first container gets the volume");
+    let first = owner
+        .cycle(&spec)
+        .expect("the first container gets the volume");
     assert!(!first.contains("run\n"), "{first}");
     // Deleted and created again (as dockerd does at docker start): still its.
-    let again = cycle(&owner, &spec).expect("the holder gets its volume back");
+    let again = owner.cycle(&spec).expect("the holder gets its volume back");
     assert!(again.starts_with("run\n"), "{again}");
     // Another container id is refused, naming the volume and the holder.
     let other = Bundle::busybox("volother", &["sh", "-c", script], &policy(&dirs.dir()));
     let other_base = other.spec();
-    let refusal = cycle(&other, &with_volume(&other_base, &data)).expect_err("not the holder");
+    let refusal = other
+        .cycle(&with_volume(&other_base, &data))
+        .expect_err("not the holder");
     for word in [
         "vibe-shim: volumes: volume \"v1\" belongs to container",
         owner.id.as_str(),
@@ -124,7 +99,9 @@ fn a_volume_is_its_first_containers_across_delete() {
     // A new volume of the same name is a new one: the other id claims it.
     std::fs::remove_dir_all(dirs.dir().join("v1")).unwrap();
     let data = dirs.volume("v1");
-    let fresh = cycle(&other, &with_volume(&other_base, &data)).expect("a new volume");
+    let fresh = other
+        .cycle(&with_volume(&other_base, &data))
+        .expect("a new volume");
     assert!(!fresh.contains("run\n"), "{fresh}");
 }
 
@@ -149,33 +126,44 @@ fn a_volume_that_is_a_mount_is_refused_even_when_raced() {
         .status()
         .unwrap();
     assert!(st.success());
-    struct Unmount(PathBuf);
+    // The race below swaps p and q, so the mount may end up under either.
+    struct Unmount(Vec<PathBuf>);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+            for path in &self.0 {
+                while Command::new("umount")
+                    .arg("-l")
+                    .arg(path)
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+                {}
+            }
         }
     }
-    let _guard = Unmount(mounted.clone());
+    let _guard = Unmount(vec![mounted.clone(), plain.clone()]);
     let bundle = Bundle::busybox(
         "volmnt",
         &["sh", "-c", "ls /data; echo END"],
         &policy(&dirs.dir()),
     );
     let base = bundle.spec();
-    let refusal = cycle(&bundle, &with_volume(&base, &mounted)).expect_err("a mount");
+    let refusal = bundle
+        .cycle(&with_volume(&base, &mounted))
+        .expect_err("a mount");
     assert!(
         refusal.contains("volumes: volume \"p\" is a mount of its own"),
         "{refusal}"
     );
     let spec = with_volume(&base, &plain);
-    let out = cycle(&bundle, &spec).expect("a plain volume passes");
+    let out = bundle.cycle(&spec).expect("a plain volume passes");
     assert!(out.contains("inside"), "{out}");
 
     // Raced: p and q swap names, so q/_data is a mount half of the time.
     let flipper = Flipper::start(&dirs.dir().join("p"), &dirs.dir().join("q"));
     let (mut escaped, mut real, mut refused) = (0, 0, 0);
     for _ in 0..100 {
-        match cycle(&bundle, &spec) {
+        match bundle.cycle(&spec) {
             Err(_) => refused += 1,
             Ok(out) if out.contains(&marker.name()) => escaped += 1,
             Ok(out) if out.contains("inside") => real += 1,
@@ -204,12 +192,16 @@ fn a_fresh_empty_volume_goes_to_the_forced_user() {
     let script = "id -u; touch /data/mine && echo wrote; echo END";
     let bundle = Bundle::busybox("volfresh", &["sh", "-c", script], &policy);
     let base = bundle.spec();
-    let out = cycle(&bundle, &with_volume(&base, &fresh)).expect("a fresh volume");
+    let out = bundle
+        .cycle(&with_volume(&base, &fresh))
+        .expect("a fresh volume");
     assert!(out.contains("1000\nwrote"), "{out}");
     let meta = std::fs::metadata(&fresh).unwrap();
     assert_eq!((meta.uid(), meta.gid()), (1000, 1000));
     let other = Bundle::busybox("volfull", &["sh", "-c", script], &policy);
-    let out = cycle(&other, &with_volume(&other.spec(), &full)).expect("a volume with content");
+    let out = other
+        .cycle(&with_volume(&other.spec(), &full))
+        .expect("a volume with content");
     assert!(
         !out.contains("wrote"),
         "a root-owned volume became writable: {out}"

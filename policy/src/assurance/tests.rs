@@ -325,3 +325,38 @@ fn mounts_are_located_on_the_host() {
     assert_eq!(at("/etc/hosts").as_deref(), Some("/var/lib/x/hosts"));
     assert_eq!(at("/proc"), None);
 }
+
+#[test]
+fn a_mount_runc_placed_through_an_image_symlink_is_judged_there() {
+    let mut ev = evidence();
+    ev.mounts.push(
+        parse_mountinfo("130 102 0:77 / /var/tmp rw,nosuid - tmpfs tmpfs rw\n").unwrap()[0].clone(),
+    );
+    let mut judged = spec();
+    judged["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs"}));
+    assert_eq!(
+        rules(&judge(&ev, &Policy::default(), Some(&judged), &host())),
+        vec!["mounts"]
+    );
+    // The image's /tmp is a symlink to /var/tmp; nothing else moved.
+    add_placed_mounts(&mut judged, |dest| match dest {
+        "/tmp" => Some("/var/tmp".into()),
+        "/work" => None,
+        other => Some(other.to_string()),
+    });
+    let dests: Vec<&str> = judged["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| str_field(m, "destination"))
+        .collect();
+    assert_eq!(dests.iter().filter(|d| **d == "/var/tmp").count(), 1);
+    assert_eq!(dests.len(), spec()["mounts"].as_array().unwrap().len() + 2);
+    assert_eq!(
+        judge(&ev, &Policy::default(), Some(&judged), &host()),
+        vec![]
+    );
+}

@@ -178,9 +178,16 @@ fn assure(
     let dir = crate::sys::state_dir::container_dir(runc_root, id)
         .map_err(|e| denial("state", id.to_string(), e.to_string()))?;
     let spec_path = dir.join("config.json");
-    let judged: Option<serde_json::Value> = std::fs::read(&spec_path)
+    let mut judged: Option<serde_json::Value> = std::fs::read(&spec_path)
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    // runc resolved each destination inside the rootfs (an image symlink
+    // `/tmp -> /var/tmp` moved its mount): mountinfo names that place.
+    if let (Some(spec), Some(rootfs)) = (judged.as_mut(), facts.rootfs.as_deref()) {
+        vibe_policy::assurance::add_placed_mounts(spec, |dest| {
+            crate::sys::rootfs::placed_at(rootfs, dest)
+        });
+    }
     // Without the host's mounts no bind could be told from the host's own
     // files: fail closed.
     let host = match host_mounts {
@@ -356,8 +363,11 @@ fn state_file(path: &Path) -> Result<(i32, crate::sys::evidence::RuncFacts), Pid
     })?;
     let fields: PidFields = serde_json::from_slice(&bytes)?;
     let pid = positive(fields.init_process_pid, "init_process_pid")?;
-    let seccomp = fields.config.and_then(|c| c.seccomp);
+    let (seccomp, rootfs) = fields
+        .config
+        .map_or((None, None), |c| (c.seccomp, c.rootfs));
     let facts = crate::sys::evidence::RuncFacts {
+        rootfs,
         start_time: fields.init_process_start.and_then(|v| match v {
             serde_json::Value::Number(n) => Some(n.to_string()),
             serde_json::Value::String(s) => Some(s),
@@ -386,6 +396,7 @@ struct PidFields {
 #[derive(serde::Deserialize)]
 struct RuncConfig {
     seccomp: Option<RuncSeccompConfig>,
+    rootfs: Option<PathBuf>,
 }
 
 #[derive(serde::Deserialize)]

@@ -114,6 +114,8 @@ pub struct RuncFacts {
     /// `init_process_start`, when runc's state.json gave it.
     pub start_time: Option<String>,
     pub seccomp: RuncSeccomp,
+    /// The rootfs runc resolved the spec's mount destinations in.
+    pub rootfs: Option<std::path::PathBuf>,
 }
 
 /// Everything the check reads. `runc` comes from runc's state.json.
@@ -245,7 +247,7 @@ mod tests {
         assert!(proc.read("status").unwrap().contains("CapEff"));
         let runc = RuncFacts {
             start_time: Some("1".into()),
-            seccomp: RuncSeccomp::default(),
+            ..RuncFacts::default()
         };
         assert!(matches!(
             gather(me, &runc),

@@ -81,6 +81,40 @@ pub fn read_in_root(root: &Path, path: &Path, max: u64) -> Result<Vec<u8>, Rootf
     Ok(bytes)
 }
 
+/// Where runc's in-root resolution of the container path `dest` lands,
+/// as a container path: the deepest existing part resolved inside `root`
+/// (image symlinks followed, never out of it), the rest (which runc
+/// creates) appended. `None` when even `/` cannot be opened.
+pub fn placed_at(root: &Path, dest: &str) -> Option<String> {
+    let rootfd = open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    // SAFETY: open just returned this fd, and nothing else owns it.
+    let rootfd = unsafe { OwnedFd::from_raw_fd(rootfd) };
+    let root_name = std::fs::read_link(format!("/proc/self/fd/{}", rootfd.as_raw_fd())).ok()?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let mut existing = Path::new(dest);
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(fd) = openat2(rootfd.as_raw_fd(), existing, how) {
+            // SAFETY: openat2 just returned this fd, and nothing else owns it.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let name = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+            let inside = name.strip_prefix(&root_name).ok()?;
+            let mut placed = Path::new("/").join(inside);
+            placed.extend(rest.iter().rev());
+            return placed.to_str().map(str::to_string);
+        }
+        rest.push(existing.file_name()?.to_os_string());
+        existing = existing.parent()?;
+    }
+}
+
 /// The image's home directories by uid, from `/etc/passwd` in the spec's
 /// (anchored, absolute) `root.path`; empty when there is none to read: the
 /// home rule then falls back to the spec's HOME.
@@ -105,6 +139,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("etc")).unwrap();
         dir
+    }
+
+    #[test]
+    fn a_destination_is_placed_where_image_symlinks_lead_inside_the_root() {
+        let dir = rootfs();
+        std::fs::create_dir_all(dir.path().join("var/tmp")).unwrap();
+        std::os::unix::fs::symlink("/var/tmp", dir.path().join("tmp")).unwrap();
+        std::os::unix::fs::symlink("../../../..", dir.path().join("up")).unwrap();
+        let at = |dest| placed_at(dir.path(), dest);
+        assert_eq!(at("/tmp").as_deref(), Some("/var/tmp"));
+        assert_eq!(at("/tmp/new/dir").as_deref(), Some("/var/tmp/new/dir"));
+        assert_eq!(at("/etc").as_deref(), Some("/etc"));
+        assert_eq!(at("/missing").as_deref(), Some("/missing"));
+        assert_eq!(at("/").as_deref(), Some("/"));
+        // Out of the root is still inside it, as for runc.
+        assert_eq!(at("/up/x").as_deref(), Some("/x"));
     }
 
     #[test]
