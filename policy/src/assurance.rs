@@ -192,8 +192,9 @@ pub struct Rlimit {
     pub hard: Option<u64>,
 }
 
-/// `/proc/<pid>/limits`' row titles, by the policy's names.
-const LIMIT_ROWS: &[(&str, &str)] = &[
+/// `/proc/<pid>/limits`' row titles, by the policy's names (the shim's
+/// host view reads its own limits by them too).
+pub const LIMIT_ROWS: &[(&str, &str)] = &[
     ("RLIMIT_CPU", "Max cpu time"),
     ("RLIMIT_FSIZE", "Max file size"),
     ("RLIMIT_DATA", "Max data size"),

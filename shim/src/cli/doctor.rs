@@ -121,16 +121,32 @@ pub fn judge_probe(stdout: &str) -> (Verdict, String) {
     (if open { Verdict::Open } else { Verdict::Closed }, evidence)
 }
 
+/// Where vibe-shim speaks in `line`: `vibe-shim: ` as a word of its own
+/// (the refusal's `vibe-shim: RULE: ...`, the API gate's `plugin vibe-shim:
+/// ...`), not the name inside a path (`/run/vibe-shim/...`,
+/// `mkdir /etc/vibe-shim: ...`), a runtime's name (`vibe-shim-strict`) or
+/// containerd's `.../vibe-shim did not terminate successfully` of a
+/// vibe-shim that crashed.
+fn refusal_in(line: &str) -> Option<&str> {
+    const SAYS: &str = "vibe-shim: ";
+    line.match_indices(SAYS)
+        .map(|(i, _)| i)
+        .find(|&i| {
+            line[..i]
+                .chars()
+                .next_back()
+                .is_none_or(|c| c.is_whitespace() || c == '"' || c == '\'')
+        })
+        .map(|i| &line[i..])
+}
+
 /// A failed docker call is a closed door only when vibe-shim refused it
-/// (the runtime's or the authz plugin's message names vibe-shim).
+/// (the runtime's or the authz plugin's message is in vibe-shim's words).
 pub fn judge_failure(stderr: &str) -> (Verdict, String) {
     // Canary, image and directory names carry the label: a message quoting
     // one ("name already in use") is no refusal.
     let stderr = &stderr.replace(LABEL, "<canary>");
-    match stderr
-        .lines()
-        .find_map(|l| l.find("vibe-shim").map(|i| &l[i..]))
-    {
+    match stderr.lines().find_map(refusal_in) {
         // From our name on: what the runtime or the plugin said.
         Some(said) => (Verdict::Closed, format!("refused: {}", shorten(said, 200))),
         // The end of docker's message carries the cause.

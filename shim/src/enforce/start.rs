@@ -6,16 +6,13 @@
 //! the record is written; any contradiction kills the init and refuses.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use vibe_policy::Denial;
 
 use super::{lossy, Ctx, Outcome};
 use crate::runc_argv::StartArgs;
-
-/// runc's state directory when `--root` is not given (as root).
-pub const DEFAULT_ROOT: &str = "/run/runc";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -60,13 +57,9 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &StartArgs) -> Outcome {
         &crate::sys::state_dir::runc_root(ctx.root.as_deref()),
         &container_id,
     );
-    let root = ctx
-        .root
-        .as_ref()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT));
+    let runc_root = crate::sys::state_dir::runc_root(ctx.root.as_deref());
     crate::timing::mark("stage");
-    let (pid, facts) = match init_state(&ctx.runtime, &root, &container_id) {
+    let (pid, facts) = match init_state(&ctx.runtime, &runc_root, &container_id) {
         Ok(found) => found,
         Err(e) => {
             return Outcome::refused(
@@ -76,7 +69,6 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &StartArgs) -> Outcome {
         }
     };
     crate::timing::mark("init-pid");
-    let runc_root = crate::sys::state_dir::runc_root(ctx.root.as_deref());
     let checked = vibe_hooks::check_before_start(&container_id, pid, &ctx.policy.network);
     crate::timing::mark("network");
     let checked = checked
@@ -332,6 +324,11 @@ pub fn init_state(
     if !vibe_policy::lang::container_id::is_valid(id) {
         return Err(StartError::BadId(id.to_string()));
     }
+    // The root as runc reads it (`filepath.Abs`: lexically clean), not as
+    // the kernel would resolve the client's spelling: `L/../root` with L a
+    // symlink names another directory, and another state.json, for the
+    // kernel than for runc.
+    let root = &crate::sys::state_dir::runc_root(Some(root.as_os_str()));
     let state = match state_file(&root.join(id).join("state.json")) {
         Ok(found) => return Ok(found),
         Err(e) => e,
@@ -455,6 +452,37 @@ mod tests {
             }
         }
         assert_eq!(init_pid(&fake, root.path(), "c2").unwrap(), 77);
+    }
+
+    /// The door: runc cleans `--root` lexically (`filepath.Abs`), the
+    /// kernel resolves `..` after a symlink. A client's `--root L/../real`,
+    /// with L a symlink into a directory it controls (an image's absolute
+    /// symlink in a rootfs the host has mounted), must not make start read
+    /// a state.json of the client's (naming another process's pid) while
+    /// runc starts the container under `real`.
+    #[test]
+    fn the_pid_comes_from_the_state_json_runc_reads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let state = |dir: &Path, pid: i32| {
+            std::fs::create_dir_all(dir.join("c1")).unwrap();
+            std::fs::write(
+                dir.join("c1/state.json"),
+                format!(r#"{{"id":"c1","init_process_pid":{pid},"config":{{}}}}"#),
+            )
+            .unwrap();
+        };
+        state(&t.join("real"), 4242);
+        std::fs::create_dir_all(t.join("client/deep")).unwrap();
+        state(&t.join("client/real"), 6666);
+        std::os::unix::fs::symlink(t.join("client/deep"), t.join("link")).unwrap();
+        let given = t.join("link/../real");
+        assert_eq!(
+            init_pid(Path::new("/nonexistent"), &given, "c1").unwrap(),
+            4242,
+            "start must read runc's own state.json, not the one the kernel finds at {}",
+            given.display()
+        );
     }
 
     #[test]

@@ -251,25 +251,9 @@ impl HostView for RealHost {
     }
 }
 
-/// The `/proc/<pid>/limits` row names, by rlimit.
-const LIMIT_ROWS: &[(&str, &str)] = &[
-    ("RLIMIT_CPU", "Max cpu time"),
-    ("RLIMIT_FSIZE", "Max file size"),
-    ("RLIMIT_DATA", "Max data size"),
-    ("RLIMIT_STACK", "Max stack size"),
-    ("RLIMIT_CORE", "Max core file size"),
-    ("RLIMIT_RSS", "Max resident set"),
-    ("RLIMIT_NPROC", "Max processes"),
-    ("RLIMIT_NOFILE", "Max open files"),
-    ("RLIMIT_MEMLOCK", "Max locked memory"),
-    ("RLIMIT_AS", "Max address space"),
-    ("RLIMIT_LOCKS", "Max file locks"),
-    ("RLIMIT_SIGPENDING", "Max pending signals"),
-    ("RLIMIT_MSGQUEUE", "Max msgqueue size"),
-    ("RLIMIT_NICE", "Max nice priority"),
-    ("RLIMIT_RTPRIO", "Max realtime priority"),
-    ("RLIMIT_RTTIME", "Max realtime timeout"),
-];
+/// The `/proc/<pid>/limits` row names, by rlimit (one home: vibe-policy,
+/// which reads the init's limits at start too).
+use vibe_policy::assurance::LIMIT_ROWS;
 
 /// `(soft, hard)` of one rlimit from `/proc/<pid>/limits` text.
 pub fn parse_limit(text: &str, name: &str) -> Option<(u64, u64)> {

@@ -708,6 +708,32 @@ mod tests {
         assert_eq!(super::super::exit_code(&rows), 0);
     }
 
+    /// The door: "vibe-shim" anywhere in the engine's error was read as a
+    /// refusal, so a vibe-shim that crashed (containerd names the runtime
+    /// binary), or runc failing on a path under /run/vibe-shim or
+    /// /etc/vibe-shim, made the door read closed without any verdict.
+    #[test]
+    fn only_a_refusal_in_vibe_shims_words_closes_a_door_without_a_verdict() {
+        for failure in [
+            "docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create failed: /usr/local/bin/vibe-shim did not terminate successfully: exit status 101: unknown",
+            "docker: Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error mounting \"/run/vibe-shim/containers/%2Frun%2Fdocker/abc/notice\" to rootfs at \"/etc/vibe-shim/notice\": no such device: unknown",
+            "docker: Error response from daemon: OCI runtime create failed: runc create failed: mkdir /etc/vibe-shim: read-only file system: unknown",
+            "docker: Error response from daemon: unknown or invalid runtime name: vibe-shim-strict",
+        ] {
+            let rows = door_rows("x", outcome(false, "", failure, None));
+            assert_eq!(rows[0].verdict, Verdict::Error, "{failure}: {:?}", rows[0]);
+        }
+        // vibe-shim's own refusal, and the API gate's, still close it.
+        for refusal in [
+            "docker: Error response from daemon: OCI runtime create failed: vibe-shim: namespaces: no pid namespace entry: unknown",
+            "Error response from daemon: authorization denied by plugin vibe-shim: vibe-shim: authz-binds: bind mount source is not under an allowed path",
+            "OCI runtime exec failed: exec failed: vibe-shim: exec: refused",
+        ] {
+            let rows = door_rows("x", outcome(false, "", refusal, None));
+            assert_eq!(rows[0].verdict, Verdict::Closed, "{refusal}: {:?}", rows[0]);
+        }
+    }
+
     #[test]
     fn the_table_has_a_rule_column_and_the_json_every_row() {
         use report::Verdict::*;
