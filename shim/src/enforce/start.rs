@@ -393,7 +393,7 @@ struct PidFields {
 #[derive(serde::Deserialize)]
 struct RuncConfig {
     seccomp: Option<RuncSeccompConfig>,
-    rootfs: Option<PathBuf>,
+    rootfs: Option<std::path::PathBuf>,
 }
 
 #[derive(serde::Deserialize)]
