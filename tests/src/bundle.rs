@@ -243,6 +243,20 @@ impl Bundle {
     }
 
     /// Container ids the real runc lists under this bundle's root.
+    /// `runc state` of this container, parsed; `None` when runc has none.
+    pub fn runc_state(&self) -> Option<Value> {
+        let out = Command::new(runc_bin())
+            .arg("--root")
+            .arg(self.root_dir())
+            .args(["state", &self.id])
+            .output()
+            .expect("runc state");
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).ok())
+            .flatten()
+    }
+
     pub fn runc_list(&self) -> Vec<String> {
         let out = Command::new(runc_bin())
             .arg("--root")

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
-use vibe_shim_tests::bundle::{describe, runc_bin, shim_bin, Bundle};
+use vibe_shim_tests::bundle::{describe, shim_bin, Bundle};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -23,14 +23,8 @@ fn record_path(bundle: &Bundle) -> PathBuf {
 }
 
 fn runc_status(bundle: &Bundle) -> String {
-    let out = Command::new(runc_bin())
-        .arg("--root")
-        .arg(bundle.root_dir())
-        .args(["state", &bundle.id])
-        .output()
-        .expect("runc state");
-    serde_json::from_slice::<Value>(&out.stdout)
-        .ok()
+    bundle
+        .runc_state()
         .and_then(|v| v["status"].as_str().map(str::to_string))
         .unwrap_or_else(|| "gone".into())
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use vibe_shim_tests::bundle::{describe, runc_bin, Bundle};
+use vibe_shim_tests::bundle::{describe, Bundle};
 
 const PAIRS: u16 = 24;
 const MIB: u64 = 1 << 20;
@@ -27,14 +27,7 @@ fn started(policy: &str, name: &str) -> (Bundle, i32) {
     assert!(out.status.success(), "create: {}", describe(&out));
     let out = bundle.shim(&["start", &bundle.id], b"");
     assert!(out.status.success(), "start: {}", describe(&out));
-    let out = Command::new(runc_bin())
-        .arg("--root")
-        .arg(bundle.root_dir())
-        .args(["state", &bundle.id])
-        .output()
-        .expect("runc state");
-    assert!(out.status.success(), "state: {}", describe(&out));
-    let state: serde_json::Value = serde_json::from_slice(&out.stdout).expect("state JSON");
+    let state = bundle.runc_state().expect("runc state");
     let pid = state["pid"].as_i64().expect("state pid") as i32;
     (bundle, pid)
 }
@@ -191,13 +184,7 @@ fn kernel_tcp_max_and_a_smaller_request_bound_it() {
         bundle.write_spec(&spec);
         let out = bundle.create();
         assert!(out.status.success(), "create: {}", describe(&out));
-        let state = Command::new(runc_bin())
-            .arg("--root")
-            .arg(bundle.root_dir())
-            .args(["state", &bundle.id])
-            .output()
-            .expect("runc state");
-        let state: serde_json::Value = serde_json::from_slice(&state.stdout).expect("state");
+        let state = bundle.runc_state().expect("runc state");
         let pid = state["pid"].as_i64().expect("pid") as i32;
         let got = read_u64(&memory_cgroup(pid).join("memory.kmem.tcp.limit_in_bytes"));
         assert_eq!(got, want, "kernelTCP {asked}");

@@ -43,14 +43,7 @@ pub fn read_in_root(root: &Path, path: &Path, max: u64) -> Result<Vec<u8>, Rootf
         let path = path.to_path_buf();
         move |errno| RootfsError::Open { path, errno }
     };
-    let rootfd = open(
-        root,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(open_err(root))?;
-    // SAFETY: open just returned this fd, and nothing else owns it.
-    let rootfd = unsafe { OwnedFd::from_raw_fd(rootfd) };
+    let rootfd = open_root(root).map_err(open_err(root))?;
     let how = OpenHow::new()
         .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
         .resolve(
@@ -81,19 +74,23 @@ pub fn read_in_root(root: &Path, path: &Path, max: u64) -> Result<Vec<u8>, Rootf
     Ok(bytes)
 }
 
+/// The rootfs directory itself, never through a symlink (runc refuses one).
+fn open_root(root: &Path) -> Result<OwnedFd, Errno> {
+    let fd = open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    // SAFETY: open just returned this fd, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Where runc's in-root resolution of the container path `dest` lands,
 /// as a container path: the deepest existing part resolved inside `root`
 /// (image symlinks followed, never out of it), the rest (which runc
 /// creates) appended. `None` when even `/` cannot be opened.
 pub fn placed_at(root: &Path, dest: &str) -> Option<String> {
-    let rootfd = open(
-        root,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    // SAFETY: open just returned this fd, and nothing else owns it.
-    let rootfd = unsafe { OwnedFd::from_raw_fd(rootfd) };
+    let rootfd = open_root(root).ok()?;
     let root_name = std::fs::read_link(format!("/proc/self/fd/{}", rootfd.as_raw_fd())).ok()?;
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
