@@ -141,6 +141,10 @@ pub struct Mount {
     pub source: String,
     /// Neither the mount nor its superblock is read-only.
     pub writable: bool,
+    /// Out of the container's sight: another mount sits on its root (runc
+    /// binds a `readonlyPaths` entry over itself), or on an ancestor's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub covered: bool,
     /// Where its files are on the host ([`locate`]); `None` for a
     /// filesystem the host has not mounted (the container's own).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -157,7 +161,9 @@ fn has_ro(options: &str) -> bool {
 
 /// Parses `/proc/<pid>/mountinfo`.
 pub fn parse_mountinfo(text: &str) -> Result<Vec<Mount>, ParseError> {
-    text.lines()
+    let mut ids = Vec::new();
+    let mut mounts = text
+        .lines()
         .filter(|l| !l.is_empty())
         .map(|line| {
             let bad = || ParseError::Bad {
@@ -171,6 +177,8 @@ pub fn parse_mountinfo(text: &str) -> Result<Vec<Mount>, ParseError> {
             if left.len() < 6 || right.len() < 3 {
                 return Err(bad());
             }
+            let id = |f: &str| f.parse::<u64>().map_err(|_| bad());
+            ids.push((id(left[0])?, id(left[1])?));
             Ok(Mount {
                 majmin: left[2].to_string(),
                 point: unescape(left[4]),
@@ -178,8 +186,59 @@ pub fn parse_mountinfo(text: &str) -> Result<Vec<Mount>, ParseError> {
                 fstype: right[0].to_string(),
                 source: unescape(right[1]),
                 writable: !has_ro(left[5]) && !has_ro(right[2]),
+                covered: false,
                 host_path: None,
             })
+        })
+        .collect::<Result<Vec<Mount>, ParseError>>()?;
+    for (i, covered) in covered_mounts(&ids, &mounts).into_iter().enumerate() {
+        mounts[i].covered = covered;
+    }
+    Ok(mounts)
+}
+
+/// Which mounts a later one hides, as a path walk finds them. A mount made
+/// on top of mount M at M's own point has M as its parent, and the last
+/// such mount is the one seen there; whatever hangs below a covered mount
+/// is covered too. `ids` holds each mount's (id, parent id).
+fn covered_mounts(ids: &[(u64, u64)], mounts: &[Mount]) -> Vec<bool> {
+    let index: BTreeMap<u64, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| (*id, i))
+        .collect();
+    // (parent id, point) -> the last mount there.
+    let top: BTreeMap<(u64, &str), usize> = ids
+        .iter()
+        .zip(mounts)
+        .enumerate()
+        .map(|(i, ((_, parent), m))| ((*parent, m.point.as_str()), i))
+        .collect();
+    let covered_at = |i: usize| top.contains_key(&(ids[i].0, mounts[i].point.as_str()));
+    (0..mounts.len())
+        .map(|i| {
+            if covered_at(i) {
+                return true;
+            }
+            let mut at = i;
+            // A parent chain longer than the table is a cycle: covered.
+            for _ in 0..=mounts.len() {
+                let parent = match index.get(&ids[at].1) {
+                    Some(&p) if p != at => p,
+                    _ => return false,
+                };
+                let stacked = mounts[at].point == mounts[parent].point;
+                let hidden = if stacked {
+                    top.get(&(ids[parent].0, mounts[parent].point.as_str())) != Some(&at)
+                } else {
+                    covered_at(parent)
+                };
+                if hidden {
+                    return true;
+                }
+                at = parent;
+            }
+            true
         })
         .collect()
 }
@@ -365,9 +424,9 @@ fn capability_mask(names: &[String]) -> u64 {
 
 /// Writable mount points the judged spec explains, each with the one
 /// filesystem type it may have (`None`: any): its own writable mounts,
-/// runc's masks and device binds, the console, and the tmpfs runc makes
-/// under a cgroup v1 mount (runc 1.1 leaves that tmpfs writable; each
-/// hierarchy bound in it is read-only).
+/// runc's masks and device binds, and the console. The tmpfs runc makes
+/// under a cgroup v1 mount is not among them: the judged spec lists it in
+/// `readonlyPaths`, so a writable one is a contradiction.
 fn judged_writable(spec: &Value) -> BTreeMap<String, Option<&'static str>> {
     let mut out = BTreeMap::new();
     for m in spec
@@ -376,11 +435,8 @@ fn judged_writable(spec: &Value) -> BTreeMap<String, Option<&'static str>> {
         .into_iter()
         .flatten()
     {
-        let dest = clean_path(str_field(m, "destination")).into_owned();
-        if str_field(m, "type") == "cgroup" {
-            out.insert(dest, Some("tmpfs"));
-        } else if !str_items(m.get("options")).any(|o| o == "ro") {
-            out.insert(dest, None);
+        if !str_items(m.get("options")).any(|o| o == "ro") {
+            out.insert(clean_path(str_field(m, "destination")).into_owned(), None);
         }
     }
     let linux = spec.get("linux");
@@ -638,7 +694,7 @@ fn judge_mounts(
         return;
     };
     let explained = judged_writable(spec);
-    for m in evidence.mounts.iter().filter(|m| m.writable) {
+    for m in evidence.mounts.iter().filter(|m| m.writable && !m.covered) {
         if m.point == "/" {
             continue;
         }

@@ -498,7 +498,11 @@ pub fn assert_confined(p: &Posture, policy: &TestPolicy) {
         if kernel_fs && !ro_mask && !needs_dev && !m.has("nodev") {
             bad.push(format!("{} ({}) lacks nodev", m.point, m.fstype));
         }
-        if (m.fstype == "sysfs" || m.fstype.starts_with("cgroup")) && !m.has("ro") {
+        // The tmpfs runc makes for cgroup v1 hierarchies counts as cgroup,
+        // where the container sees it (runc binds it read-only over itself).
+        let cgroup_dir =
+            m.point == "/sys/fs/cgroup" && p.mount_at(&m.point).is_some_and(|v| std::ptr::eq(v, m));
+        if (m.fstype == "sysfs" || m.fstype.starts_with("cgroup") || cgroup_dir) && !m.has("ro") {
             bad.push(format!("{} ({}) is not read-only", m.point, m.fstype));
         }
         if m.has("shared") || m.opts.iter().any(|o| o.starts_with("shared:")) {

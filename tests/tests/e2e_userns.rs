@@ -84,7 +84,11 @@ impl Case {
         ] {
             fs::create_dir_all(rootfs.join(d)).unwrap();
         }
-        fs::write(rootfs.join("etc/vibe-shim/notice"), "").unwrap();
+        // The files vibe-shim binds read-only: the notice and the
+        // assurance record.
+        for file in ["notice", "assurance.json"] {
+            fs::write(rootfs.join("etc/vibe-shim").join(file), "").unwrap();
+        }
         let spec = json!({
             "ociVersion": "1.0.2",
             "process": {

@@ -13,7 +13,7 @@ const MOUNTINFO: &str = "\
 104 100 8:1 /home/u/work /work rw,relatime - ext4 /dev/sda1 rw\n\
 105 100 8:1 /var/lib/x/hosts /etc/hosts ro,relatime - ext4 /dev/sda1 rw\n\
 106 101 0:52 /null /proc/kcore rw,nosuid - tmpfs tmpfs rw\n\
-107 100 0:54 / /sys/fs/cgroup rw,nosuid - tmpfs tmpfs rw,mode=755\n\
+107 100 0:54 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs rw,mode=755\n\
 108 107 0:55 /c1 /sys/fs/cgroup/pids ro,nosuid - cgroup cgroup rw,pids\n";
 
 const LIMITS: &str = "\
@@ -192,6 +192,7 @@ fn writable_root_and_unjudged_writable_mounts_are_contradictions() {
         fstype: "ext4".into(),
         source: "/dev/sdb1".into(),
         writable: true,
+        covered: false,
         host_path: None,
     });
     let found = judge(&ev, &Policy::default(), Some(&spec()), &host());
@@ -208,12 +209,45 @@ fn writable_root_and_unjudged_writable_mounts_are_contradictions() {
         rules(&judge(&evidence(), &Policy::default(), None, &host())),
         vec!["seccomp", "mounts"]
     );
-    // runc's writable tmpfs under a cgroup mount, but nothing else there.
+    // The tmpfs runc makes for cgroup v1 left writable (runc 1.3 does).
     let mut ev = evidence();
-    ev.mounts[7].fstype = "ext4".into();
+    ev.mounts[7].writable = true;
     assert_eq!(
         rules(&judge(&ev, &Policy::default(), Some(&spec()), &host())),
         vec!["mounts"]
+    );
+}
+
+/// runc 1.3 under cgroup v1: its tmpfs at /sys/fs/cgroup stays writable,
+/// and the `readonlyPaths` entry binds it read-only over itself.
+const CGROUP_V1: &str = "\
+100 90 0:50 / / ro,relatime - overlay overlay rw\n\
+107 100 0:54 / /sys/fs/cgroup rw,nosuid - tmpfs tmpfs rw,mode=755\n\
+108 107 0:55 /c1 /sys/fs/cgroup/pids ro,nosuid - cgroup cgroup rw,pids\n\
+120 107 0:54 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs rw,mode=755\n\
+121 120 0:55 /c1 /sys/fs/cgroup/pids ro,nosuid - cgroup cgroup rw,pids\n";
+
+#[test]
+fn a_mount_under_another_at_its_point_is_covered_with_what_hangs_below() {
+    let mounts = parse_mountinfo(CGROUP_V1).unwrap();
+    let covered: Vec<bool> = mounts.iter().map(|m| m.covered).collect();
+    assert_eq!(covered, vec![false, true, true, false, false]);
+    let mut ev = evidence();
+    ev.mounts = mounts;
+    let found = judge(&ev, &Policy::default(), Some(&spec()), &host());
+    assert!(!rules(&found).contains(&"mounts"), "{found:?}");
+    // Without the read-only bind on top, the tmpfs is writable and seen.
+    let uncovered: String = CGROUP_V1
+        .lines()
+        .take(3)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    ev.mounts = parse_mountinfo(&uncovered).unwrap();
+    let found = judge(&ev, &Policy::default(), Some(&spec()), &host());
+    assert_eq!(rules(&found), vec!["mounts"], "{found:?}");
+    assert!(
+        found[0].evidence.starts_with("/sys/fs/cgroup "),
+        "{found:?}"
     );
 }
 

@@ -25,13 +25,17 @@ pub const MASKED_PATHS: &[&str] = &[
     "/sys/devices/virtual/powercap",
 ];
 
-/// Paths every container sees read-only.
+/// Paths every container sees read-only. `/sys/fs/cgroup`: under cgroup v1
+/// runc mounts a tmpfs there to hold the hierarchies, and runc 1.3 leaves
+/// it writable even when the cgroup mount is `ro`, a scratch space the
+/// policy never granted (runc skips a path that does not exist).
 pub const READONLY_PATHS: &[&str] = &[
     "/proc/bus",
     "/proc/fs",
     "/proc/irq",
     "/proc/sys",
     "/proc/sysrq-trigger",
+    "/sys/fs/cgroup",
 ];
 
 fn ensure(
@@ -91,13 +95,22 @@ mod tests {
     }
 
     #[test]
-    fn docker_default_only_gains_powercap() {
+    fn docker_default_only_gains_powercap_and_the_cgroup_dir() {
         let mut spec = fixture(include_str!(
             "../../tests/fixtures/docker-20.10/config-default.json"
         ));
         let rec = run(&mut spec);
-        assert_eq!(rec.changes.len(), 1);
+        assert_eq!(rec.changes.len(), 2);
         assert_eq!(rec.changes[0].field, "/linux/maskedPaths");
+        assert_eq!(rec.changes[1].field, "/linux/readonlyPaths");
+        assert_eq!(
+            spec["linux"]["readonlyPaths"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap(),
+            "/sys/fs/cgroup"
+        );
         assert_eq!(
             spec["linux"]["maskedPaths"]
                 .as_array()
