@@ -374,6 +374,9 @@ pub struct Evidence {
     pub gid_map: Vec<IdRange>,
     pub mounts: Vec<Mount>,
     pub namespaces: Vec<Namespace>,
+    /// The host uid owning its user namespace: the kernel charges per-user
+    /// budgets (inotify, processes) to it as well as to the user.
+    pub userns_owner: u32,
     pub cgroup: CgroupLimits,
     pub rlimits: Vec<Rlimit>,
     pub nft: Option<TableDigest>,
@@ -641,6 +644,19 @@ pub fn judge(
                 "userns",
                 format!("uid_map {:?}", evidence.uid_map),
                 "userns.mode is private, but root in the container is the host's",
+            ));
+        }
+        let block_base = evidence
+            .uid_map
+            .iter()
+            .find(|r| r.inside == 0)
+            .map(|r| r.outside);
+        if block_base != Some(u64::from(evidence.userns_owner)) {
+            out.push(contradiction(
+                "userns",
+                format!("owner uid {}", evidence.userns_owner),
+                "the user namespace is not owned by the container's block: its per-user \
+                 budgets (inotify, processes) would be that account's",
             ));
         }
     }

@@ -139,6 +139,22 @@ pub fn program<S: AsRef<str>>(prog: &str, args: &[S], timeout: Duration) -> Outp
     run_bounded(cmd, None, timeout)
 }
 
+/// Compiles one of tests/probe/*.c into a static binary at `out`, to run
+/// inside images without a libc; panics naming what is missing.
+pub fn static_c_probe(source: &str, out: &std::path::Path) {
+    let source = format!("{}/probe/{source}", env!("CARGO_MANIFEST_DIR"));
+    let out_arg = out.to_str().expect("utf-8 probe path");
+    let built = program(
+        "gcc",
+        &["-static", "-no-pie", "-O1", "-o", out_arg, &source],
+        Duration::from_secs(120),
+    );
+    assert!(
+        built.success(),
+        "building {source} (needs gcc and static libc): {built}"
+    );
+}
+
 /// A container name unique across tests, threads and runs.
 pub fn unique_name(tag: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);

@@ -12,10 +12,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use vibe_shim_tests::docker::{docker, docker_with, runtime, Container, IMAGE};
-use vibe_shim_tests::harness::{program, Output};
+use vibe_shim_tests::harness::{static_c_probe, Output};
 
-/// The probe's source, beside this suite.
-const PROBE_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/probe/seccomp_probe.c");
 /// Where the probe lands inside the container.
 const PROBE: &str = "/seccomp_probe";
 
@@ -31,22 +29,7 @@ fn probe() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let bin = scratch().join("seccomp_probe");
-        let out = program(
-            "gcc",
-            &[
-                "-static",
-                "-no-pie",
-                "-O1",
-                "-o",
-                bin.to_str().expect("utf-8 temp path"),
-                PROBE_SOURCE,
-            ],
-            Duration::from_secs(120),
-        );
-        assert!(
-            out.success(),
-            "building the probe (needs gcc and static libc): {out}"
-        );
+        static_c_probe("seccomp_probe.c", &bin);
         bin
     })
 }

@@ -122,6 +122,20 @@ impl Case {
         self.dir.join("root")
     }
 
+    /// Edits the bundle's spec before create.
+    fn edit_spec(&self, edit: impl FnOnce(&mut Value)) {
+        let path = self.dir.join("bundle/config.json");
+        let mut spec: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        edit(&mut spec);
+        fs::write(&path, spec.to_string()).unwrap();
+    }
+
+    /// Puts the static inotify probe into the container's /bin.
+    fn with_inotify_probe(&self) {
+        let bin = self.dir.join("bundle/rootfs/bin/inotify_hold");
+        fs::copy(inotify_probe(), bin).unwrap();
+    }
+
     /// vibe-shim with `args`, in the stack's mount namespace.
     fn shim(&self, args: &[&str]) -> Output {
         let shim = shim();
@@ -201,6 +215,43 @@ impl Drop for Case {
     }
 }
 
+/// tests/probe/inotify_hold.c, built once per test process.
+fn inotify_probe() -> &'static Path {
+    static BIN: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = BIN.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        vibe_shim_tests::harness::static_c_probe("inotify_hold.c", &dir.path().join("p"));
+        dir
+    });
+    Box::leak(dir.path().join("p").into_boxed_path())
+}
+
+/// The host uid owning a process's user namespace (`NS_GET_OWNER_UID`).
+fn userns_owner(pid: u32) -> u32 {
+    use std::os::fd::AsRawFd;
+    let ns = fs::File::open(format!("/proc/{pid}/ns/user")).unwrap();
+    let mut uid: nix::libc::uid_t = u32::MAX;
+    // SAFETY: the ioctl writes one uid_t through a pointer to ours.
+    let rc = unsafe { nix::libc::ioctl(ns.as_raw_fd(), 0xb704, &mut uid) };
+    assert_eq!(
+        rc,
+        0,
+        "NS_GET_OWNER_UID: {}",
+        std::io::Error::last_os_error()
+    );
+    uid
+}
+
+/// `prog args` on the host as `uid:uid` with no groups (setpriv).
+fn as_host_user(uid: u32, prog: &str, args: &[&str]) -> Output {
+    let id = uid.to_string();
+    Command::new("setpriv")
+        .args(["--reuid", &id, "--regid", &id, "--clear-groups", prog])
+        .args(args)
+        .output()
+        .expect("setpriv")
+}
+
 /// `0 HOST 65536` from a uid_map or gid_map: the block's host base.
 fn block_base(map: &str) -> u64 {
     let fields: Vec<u64> = map.split_whitespace().map(|f| f.parse().unwrap()).collect();
@@ -234,6 +285,9 @@ fn a_private_block_from_inside_and_the_worktree_stays_its_owners() {
         (u64::from(scratch.uid()), u64::from(scratch.gid())),
         (uid_base + u64::from(FORCED), gid_base + u64::from(FORCED))
     );
+    // The namespace is owned by the block's base, not by host root: the
+    // kernel charges per-user budgets to the owner too.
+    assert_eq!(u64::from(userns_owner(pid)), uid_base);
     let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
     assert!(
@@ -303,4 +357,72 @@ fn create_delete_cycles_leave_no_allocation_and_no_mount() {
             case.id
         );
     }
+}
+
+/// The kernel charges per-user budgets to the owner of every user namespace
+/// above the process too. One container takes every inotify instance its
+/// budget allows and holds them; another container, host root (dockerd,
+/// systemd) and the host account of the policy's uid still get theirs.
+#[test]
+#[ignore = "needs root, the test env and runc >= 1.2 (id-mapped mounts): run tests/run.sh"]
+fn one_containers_inotify_instances_are_its_own_budget() {
+    let hog = Case::new(
+        "userns-ino-hog",
+        "/bin/inotify_hold 100000 60 > /w/held; sleep 60",
+    );
+    hog.with_inotify_probe();
+    hog.create_and_start();
+    let held = hog.wait_for("held");
+    assert!(
+        held.ends_with("EMFILE\n"),
+        "the hog never hit its budget: {held}"
+    );
+    let other = Case::new("userns-ino-other", "/bin/inotify_hold 1 0 > /w/got");
+    other.with_inotify_probe();
+    other.create_and_start();
+    assert_eq!(other.wait_for("got"), "held 1 ok\n", "another container");
+    let probe = inotify_probe().to_str().unwrap();
+    for uid in [0, FORCED] {
+        let out = as_host_user(uid, probe, &["1", "0"]);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "held 1 ok\n",
+            "host uid {uid} while {held}: {}",
+            describe(&out)
+        );
+    }
+}
+
+/// The host account with the policy's uid is not the container's user:
+/// it cannot read the container process's environment (root can, and the
+/// secret is there).
+#[test]
+#[ignore = "needs root, the test env and runc >= 1.2 (id-mapped mounts): run tests/run.sh"]
+fn the_host_account_of_the_policys_uid_cannot_read_the_environment() {
+    let case = Case::new("userns-environ", "echo ok > /w/ready; sleep 60");
+    case.edit_spec(|spec| {
+        spec["process"]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!("VIBE_TEST_SECRET=userns-s3cret"));
+    });
+    case.create_and_start();
+    case.wait_for("ready");
+    let environ = format!("/proc/{}/environ", case.pid());
+    let by_root = fs::read(&environ).unwrap();
+    assert!(
+        String::from_utf8_lossy(&by_root).contains("userns-s3cret"),
+        "the secret is not in the environment this test reads"
+    );
+    let out = as_host_user(FORCED, "cat", &[&environ]);
+    assert!(
+        !out.status.success(),
+        "uid {FORCED} read it: {}",
+        describe(&out)
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("userns-s3cret"),
+        "{}",
+        describe(&out)
+    );
 }

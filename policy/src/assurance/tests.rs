@@ -76,6 +76,7 @@ fn evidence() -> Evidence {
         gid_map: parse_id_map("         0          0 4294967295\n", "gid_map").unwrap(),
         mounts: parse_mountinfo(MOUNTINFO).unwrap(),
         namespaces,
+        userns_owner: 0,
         cgroup: CgroupLimits {
             path: "/docker/c1".into(),
             version: 1,
@@ -267,7 +268,13 @@ fn host_namespaces_and_user_mapping() {
     let mut ev = evidence();
     ev.namespaces.last_mut().unwrap().inode = 1;
     ev.uid_map = parse_id_map("0 100000 65536\n", "uid_map").unwrap();
+    ev.userns_owner = 100000;
     assert_eq!(judge(&ev, &policy, Some(&spec()), &host()), vec![]);
+    // The same mapping in a namespace runc made as root: root's budgets.
+    ev.userns_owner = 0;
+    let found = judge(&ev, &policy, Some(&spec()), &host());
+    assert_eq!(rules(&found), vec!["userns"]);
+    assert_eq!(found[0].evidence, "owner uid 0");
 }
 
 #[test]

@@ -56,6 +56,9 @@ pub struct CreateContext {
     /// The container's private id block (`[userns] mode = "private"`),
     /// allocated by the shim; `None` otherwise.
     pub userns: Option<IdBlock>,
+    /// Where the shim pins the user namespace it makes for that block, owned
+    /// by the block's base uid, for runc to join.
+    pub userns_pin: Option<PathBuf>,
 }
 
 /// A private block: the host uid and gid that container id 0 maps to, and

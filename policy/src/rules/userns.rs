@@ -201,12 +201,12 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
             )),
         };
     }
-    let Some(block) = create.userns else {
+    let (Some(block), Some(pin)) = (create.userns, create.userns_pin.as_deref()) else {
         return Err(Denial::new(
             RULE,
             "[userns] mode",
             "private",
-            "no private id block was allocated for this container",
+            "no private id block and user namespace were made for this container",
         ));
     };
     let (uid, gid) = process_ids(spec, cx)?;
@@ -245,14 +245,11 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
             rec.change(RULE, format!("/mounts/{index}/{key}"), Value::Null, after);
         }
     }
-    let linux = crate::lang::json::object_at(spec, "linux");
-    for (key, base) in [("uidMappings", block.uid), ("gidMappings", block.gid)] {
-        let after = json!([{"containerID": 0, "hostID": base, "size": USERNS_BLOCK}]);
-        linux.insert(key.into(), after.clone());
-        rec.change(RULE, format!("/linux/{key}"), Value::Null, after);
-    }
+    // runc joins the namespace the shim made, mapped and owned by the
+    // block (a namespace runc makes is root's: see the shim's userns_pin);
+    // runc reads the mappings from it, and warns when the spec repeats them.
     if let Some(Value::Array(list)) = spec.pointer_mut("/linux/namespaces") {
-        let entry = json!({"type": "user"});
+        let entry = json!({"type": "user", "path": pin.to_string_lossy()});
         list.push(entry.clone());
         let at = format!("/linux/namespaces/{}", list.len() - 1);
         rec.change(RULE, at, Value::Null, entry);
@@ -318,6 +315,7 @@ mod tests {
     use crate::CreateContext;
     use std::path::PathBuf;
 
+    const PIN: &str = "/run/vibe-shim/containers/r/c1/userns";
     const WT: &str = "/srv/worktrees/a";
     const B: IdBlock = IdBlock {
         uid: 0x7000_0000 + 3 * USERNS_BLOCK,
@@ -379,6 +377,7 @@ mod tests {
         let create = CreateContext {
             runtime_path: PathBuf::from("/usr/sbin/runc"),
             userns: block,
+            userns_pin: block.map(|_| PathBuf::from(PIN)),
             ..CreateContext::default()
         };
         crate::rules::run_rule_with(apply, spec, policy, host, Some(&create))
@@ -394,15 +393,14 @@ mod tests {
             Some(B),
         )
         .unwrap();
+        // The namespace the shim made for the block, joined; runc reads
+        // its mappings there.
+        assert!(spec["linux"].get("uidMappings").is_none());
+        assert!(spec["linux"].get("gidMappings").is_none());
         assert_eq!(
-            spec["linux"]["uidMappings"],
-            json!([{"containerID": 0, "hostID": B.uid, "size": 65536}])
+            spec["linux"]["namespaces"][3],
+            json!({"type": "user", "path": PIN})
         );
-        assert_eq!(
-            spec["linux"]["gidMappings"],
-            json!([{"containerID": 0, "hostID": B.gid, "size": 65536}])
-        );
-        assert_eq!(spec["linux"]["namespaces"][3], json!({"type": "user"}));
         // On-disk 1234 (the owner) is container 1000: host B + 1000 inside.
         assert_eq!(
             spec["mounts"][1]["uidMappings"],
@@ -416,7 +414,7 @@ mod tests {
         for i in [2, 3] {
             assert!(spec["mounts"][i].get("uidMappings").is_none());
         }
-        assert_eq!(rec.changes.len(), 5);
+        assert_eq!(rec.changes.len(), 3);
     }
 
     #[test]
@@ -466,7 +464,7 @@ mod tests {
         // A host that can still gets its namespace.
         assert!(wants_block(&policy.userns, &runc_1_3(), Path::new("/r")));
         run(&mut spec, &policy, &runc_1_3(), Some(B)).unwrap();
-        assert!(spec["linux"].get("uidMappings").is_some());
+        assert_eq!(spec["linux"]["namespaces"][3]["path"], PIN);
     }
 
     #[test]
@@ -509,6 +507,17 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.reason.contains("no private id block"), "{err}");
+        // A block without the namespace made for it is no less a refusal.
+        let create = CreateContext {
+            runtime_path: PathBuf::from("/usr/sbin/runc"),
+            userns: Some(B),
+            ..CreateContext::default()
+        };
+        let policy = policy(UsernsUnsupported::Refuse);
+        let host = runc_1_3();
+        let err = crate::rules::run_rule_with(apply, &mut spec(), &policy, &host, Some(&create))
+            .unwrap_err();
+        assert!(err.reason.contains("user namespace"), "{err}");
     }
 
     #[test]

@@ -532,6 +532,11 @@ fn explain_on(
         notice: None,
         // The range's first block stands for the one create would allocate.
         userns: explain_block(&policy.userns),
+        userns_pin: Some(std::path::PathBuf::from(format!(
+            "{}/<container>/{}",
+            crate::sys::state_dir::BASE,
+            crate::sys::state_dir::USERNS_PIN_FILE
+        ))),
     };
     let mut out = format!(
         "policy: {}\nbundle: {}\n",

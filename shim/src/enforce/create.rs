@@ -103,6 +103,11 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         Err(denial) => return Outcome::refused(container_id, denial),
     };
     crate::timing::mark("userns-block");
+    let userns_pin = userns.and_then(|_| {
+        state_dir::container_dir(&runc_root, &container_id)
+            .ok()
+            .map(|dir| dir.join(state_dir::USERNS_PIN_FILE))
+    });
     let create = CreateContext {
         container_id: container_id.clone(),
         network_hook: Some(hook),
@@ -115,6 +120,7 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         image_homes,
         notice,
         userns,
+        userns_pin,
     };
     let mut notice = None;
     let result = enforce_create(spec, &ctx.policy, &ctx.host, &create).and_then(|mut rewrite| {
@@ -130,6 +136,8 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         let written = crate::sys::stage::binds(&ctx.policy, &ctx.host, &create, &mut rewrite)
             .and_then(|()| {
                 crate::timing::mark("stage-binds");
+                pin_user_namespace(&create).map_err(refusal)?;
+                crate::timing::mark("userns-pin");
                 // Only runc's copy: the engine's, fed back, must not carry it.
                 let mut judged = rewrite.document.clone();
                 add_poststop(&mut judged, release);
@@ -179,6 +187,21 @@ pub fn prepare(ctx: &Ctx, args: &[OsString], parsed: &CreateArgs) -> Outcome {
         notice,
         assurance: None,
     }
+}
+
+/// The user namespace runc joins, made for the container's block.
+fn pin_user_namespace(create: &CreateContext) -> Result<(), Denial> {
+    let (Some(block), Some(point)) = (create.userns, create.userns_pin.as_deref()) else {
+        return Ok(());
+    };
+    crate::sys::userns_pin::pin(point, block).map_err(|e| {
+        Denial::new(
+            vibe_policy::rules::userns::RULE,
+            "[userns] mode",
+            "private",
+            format!("cannot make the container's user namespace: {e}"),
+        )
+    })
 }
 
 /// `[userns] mode = "private"` on a host that can: this container's block,

@@ -87,6 +87,23 @@ impl ProcDir {
         Ok(text)
     }
 
+    /// The host uid that owns the process's user namespace
+    /// (`NS_GET_OWNER_UID`), whose per-user budgets its users draw on too.
+    fn userns_owner(&self) -> Result<u32, EvidenceError> {
+        use std::os::fd::AsRawFd;
+        const NS_GET_OWNER_UID: nix::libc::c_ulong = 0xb704;
+        let ns = self.file("ns/user")?;
+        let mut uid: nix::libc::uid_t = 0;
+        // SAFETY: the ioctl writes one uid_t through a pointer to ours.
+        let rc = unsafe { nix::libc::ioctl(ns.as_raw_fd(), NS_GET_OWNER_UID, &mut uid) };
+        match rc {
+            0 => Ok(uid),
+            _ => Err(read_err(self.name("ns/user"))(
+                std::io::Error::last_os_error(),
+            )),
+        }
+    }
+
     fn inode(&self, file: &str) -> Result<u64, EvidenceError> {
         let meta = self
             .file(file)?
@@ -153,6 +170,7 @@ pub fn gather(pid: i32, runc: &RuncFacts) -> Result<Evidence, EvidenceError> {
             host_inode,
         });
     }
+    let userns_owner = proc.userns_owner()?;
     let cgroup = cgroup_limits(pid, &proc.read("cgroup")?)?;
     // Still the init: every file above was its.
     same_process()?;
@@ -163,6 +181,7 @@ pub fn gather(pid: i32, runc: &RuncFacts) -> Result<Evidence, EvidenceError> {
         gid_map,
         mounts,
         namespaces,
+        userns_owner,
         cgroup,
         rlimits,
         nft: None,

@@ -12,4 +12,5 @@ pub mod rootfs;
 pub mod stage;
 pub mod state_dir;
 pub mod userns_blocks;
+pub mod userns_pin;
 pub mod volume_ledger;

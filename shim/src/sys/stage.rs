@@ -422,8 +422,16 @@ fn root_only(path: &Path, uid: u32, mode: u32) -> Result<(), StageError> {
     }
 }
 
-/// Unmounts and removes every staging point of a container; absent is fine.
+/// Unmounts and removes every staging point of a container, and the pin
+/// of its user namespace; absent is fine.
 pub fn release(runc_root: &Path, id: &str) -> Result<(), StageError> {
+    let pin = state_dir::container_dir(runc_root, id)?.join(state_dir::USERNS_PIN_FILE);
+    detach(&pin)?;
+    match std::fs::remove_file(&pin) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&pin)(e)),
+    }
     release_dir(&staging_dir(runc_root, id)?)
 }
 

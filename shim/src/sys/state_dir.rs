@@ -35,6 +35,9 @@ pub const STATE: vibe_hooks::fsio::Durability = vibe_hooks::fsio::Durability::Vo
 pub const ASSURANCE_BASE: &str = "/run/vibe-shim/assurance";
 /// The container's notice file ([`vibe_policy::notice`]).
 pub const NOTICE_FILE: &str = "notice";
+/// The bind that pins a private container's user namespace until runc has
+/// joined it ([`crate::sys::userns_pin`]).
+pub const USERNS_PIN_FILE: &str = "userns";
 /// runc's state directory when `--root` is not given (as root).
 pub const DEFAULT_RUNC_ROOT: &str = "/run/runc";
 
