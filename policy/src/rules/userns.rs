@@ -209,6 +209,7 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
             "no private id block and user namespace were made for this container",
         ));
     };
+    refuse_joined_namespaces(spec)?;
     let (uid, gid) = process_ids(spec, cx)?;
     let binds = writable_binds(spec);
     let (uid_min, gid_min) = cx.host.regular_id_min();
@@ -253,6 +254,30 @@ pub fn apply(spec: &mut Value, cx: &RuleContext, rec: &mut Record) -> Result<(),
         list.push(entry.clone());
         let at = format!("/linux/namespaces/{}", list.len() - 1);
         rec.change(RULE, at, Value::Null, entry);
+    }
+    Ok(())
+}
+
+/// runc joins the container's user namespace before any other namespace
+/// path, and from inside it cannot enter a namespace made outside it
+/// (setns: EPERM), as an engine's network namespace is. Said here, not as
+/// runc's `failed to setns`.
+fn refuse_joined_namespaces(spec: &Value) -> Result<(), Denial> {
+    let list = spec.pointer("/linux/namespaces").and_then(Value::as_array);
+    for (i, ns) in list.into_iter().flatten().enumerate() {
+        let path = str_field(ns, "path");
+        if !path.is_empty() {
+            let kind = str_field(ns, "type");
+            return Err(Denial::new(
+                RULE,
+                format!("/linux/namespaces/{i}/path"),
+                path,
+                format!(
+                    "a private user namespace cannot join a {kind} namespace made outside it \
+                     (runc enters the user namespace first); the engine must let runc make it"
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -495,6 +520,26 @@ mod tests {
         run(&mut spec, &policy, &runc_1_3(), Some(B)).unwrap();
         assert_eq!(spec["mounts"][1]["uidMappings"][0]["hostID"], B.uid + 1001);
         assert_eq!(spec["mounts"][1]["gidMappings"][0]["hostID"], B.gid + 1002);
+    }
+
+    #[test]
+    fn a_namespace_path_from_the_engine_is_refused_before_runc_fails_on_it() {
+        let mut spec = spec();
+        spec["linux"]["namespaces"][1] = json!({"type": "network", "path": "/run/netns/x"});
+        let before = spec.clone();
+        let err = run(
+            &mut spec,
+            &policy(UsernsUnsupported::Refuse),
+            &runc_1_3(),
+            Some(B),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "/linux/namespaces/1/path");
+        assert!(
+            err.reason.contains("network namespace made outside"),
+            "{err}"
+        );
+        assert_eq!(spec, before);
     }
 
     #[test]
