@@ -200,7 +200,11 @@ pub fn parse_mountinfo(text: &str) -> Result<Vec<Mount>, ParseError> {
 /// Which mounts a later one hides, as a path walk finds them. A mount made
 /// on top of mount M at M's own point has M as its parent, and the last
 /// such mount is the one seen there; whatever hangs below a covered mount
-/// is covered too. `ids` holds each mount's (id, parent id).
+/// is covered too. The process's root (a mount whose parent is outside the
+/// table) is the exception: a walk starts on it, not on what is stacked
+/// over it, so it is never covered and a mount stacked on it at its point
+/// is (a client's `maskedPaths: ["/"]` puts a tmpfs there). `ids` holds
+/// each mount's (id, parent id). Anything unclear counts as in sight.
 fn covered_mounts(ids: &[(u64, u64)], mounts: &[Mount]) -> Vec<bool> {
     let index: BTreeMap<u64, usize> = ids
         .iter()
@@ -214,20 +218,25 @@ fn covered_mounts(ids: &[(u64, u64)], mounts: &[Mount]) -> Vec<bool> {
         .enumerate()
         .map(|(i, ((_, parent), m))| ((*parent, m.point.as_str()), i))
         .collect();
+    let parent_of = |i: usize| index.get(&ids[i].1).copied().filter(|&p| p != i);
     let covered_at = |i: usize| top.contains_key(&(ids[i].0, mounts[i].point.as_str()));
     (0..mounts.len())
         .map(|i| {
+            if parent_of(i).is_none() {
+                return false;
+            }
             if covered_at(i) {
                 return true;
             }
             let mut at = i;
-            // A parent chain longer than the table is a cycle: covered.
-            for _ in 0..=mounts.len() {
-                let parent = match index.get(&ids[at].1) {
-                    Some(&p) if p != at => p,
-                    _ => return false,
+            for _ in 0..mounts.len() {
+                let Some(parent) = parent_of(at) else {
+                    return false;
                 };
                 let stacked = mounts[at].point == mounts[parent].point;
+                if parent_of(parent).is_none() {
+                    return stacked;
+                }
                 let hidden = if stacked {
                     top.get(&(ids[parent].0, mounts[parent].point.as_str())) != Some(&at)
                 } else {
@@ -238,7 +247,7 @@ fn covered_mounts(ids: &[(u64, u64)], mounts: &[Mount]) -> Vec<bool> {
                 }
                 at = parent;
             }
-            true
+            false
         })
         .collect()
 }
@@ -376,7 +385,8 @@ pub struct Evidence {
     pub namespaces: Vec<Namespace>,
     /// The host uid owning its user namespace: the kernel charges per-user
     /// budgets (inotify, processes) to it as well as to the user.
-    pub userns_owner: u32,
+    /// `None`: the kernel cannot say (before 4.11).
+    pub userns_owner: Option<u32>,
     pub cgroup: CgroupLimits,
     pub rlimits: Vec<Rlimit>,
     pub nft: Option<TableDigest>,
@@ -651,10 +661,13 @@ pub fn judge(
             .iter()
             .find(|r| r.inside == 0)
             .map(|r| r.outside);
-        if block_base != Some(u64::from(evidence.userns_owner)) {
+        if block_base.is_none() || block_base != evidence.userns_owner.map(u64::from) {
+            let owner = evidence
+                .userns_owner
+                .map_or_else(|| "unknown".to_string(), |u| u.to_string());
             out.push(contradiction(
                 "userns",
-                format!("owner uid {}", evidence.userns_owner),
+                format!("owner uid {owner}"),
                 "the user namespace is not owned by the container's block: its per-user \
                  budgets (inotify, processes) would be that account's",
             ));
@@ -688,8 +701,11 @@ fn judge_mounts(
     host: &[Mount],
     out: &mut Vec<Contradiction>,
 ) {
-    // The last mount at a point is the one the container sees.
-    let root = evidence.mounts.iter().rev().find(|m| m.point == "/");
+    // The process's root: what is stacked over it is out of sight.
+    let root = evidence
+        .mounts
+        .iter()
+        .find(|m| m.point == "/" && !m.covered);
     if policy.filesystem.readonly_root {
         match root {
             Some(m) if !m.writable => {}

@@ -76,7 +76,7 @@ fn evidence() -> Evidence {
         gid_map: parse_id_map("         0          0 4294967295\n", "gid_map").unwrap(),
         mounts: parse_mountinfo(MOUNTINFO).unwrap(),
         namespaces,
-        userns_owner: 0,
+        userns_owner: Some(0),
         cgroup: CgroupLimits {
             path: "/docker/c1".into(),
             version: 1,
@@ -252,6 +252,32 @@ fn a_mount_under_another_at_its_point_is_covered_with_what_hangs_below() {
     );
 }
 
+/// A client's `maskedPaths: ["/"]`: runc's tmpfs lands over the root,
+/// where no path walk sees it; the writable root and its mounts are still
+/// what the container sees, and judged.
+#[test]
+fn a_mask_stacked_over_the_root_hides_nothing_below_it() {
+    let text = "\
+100 90 0:50 / / rw,relatime - overlay overlay rw\n\
+101 100 0:51 / /proc rw,nosuid,nodev,noexec - proc proc rw\n\
+102 100 8:1 /srv /x rw,relatime - ext4 /dev/sda1 rw\n\
+110 100 0:60 / / ro,relatime - tmpfs tmpfs ro,size=0k\n";
+    let mounts = parse_mountinfo(text).unwrap();
+    let covered: Vec<bool> = mounts.iter().map(|m| m.covered).collect();
+    assert_eq!(covered, vec![false, false, false, true]);
+    let mut ev = evidence();
+    ev.mounts = mounts;
+    let found = judge(&ev, &Policy::default(), Some(&spec()), &host());
+    let rules = rules(&found);
+    assert!(rules.contains(&"readonly_root"), "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|c| c.rule == "mounts" && c.evidence.starts_with("/x ")),
+        "{found:?}"
+    );
+}
+
 #[test]
 fn host_namespaces_and_user_mapping() {
     let mut ev = evidence();
@@ -268,10 +294,10 @@ fn host_namespaces_and_user_mapping() {
     let mut ev = evidence();
     ev.namespaces.last_mut().unwrap().inode = 1;
     ev.uid_map = parse_id_map("0 100000 65536\n", "uid_map").unwrap();
-    ev.userns_owner = 100000;
+    ev.userns_owner = Some(100000);
     assert_eq!(judge(&ev, &policy, Some(&spec()), &host()), vec![]);
     // The same mapping in a namespace runc made as root: root's budgets.
-    ev.userns_owner = 0;
+    ev.userns_owner = Some(0);
     let found = judge(&ev, &policy, Some(&spec()), &host());
     assert_eq!(rules(&found), vec!["userns"]);
     assert_eq!(found[0].evidence, "owner uid 0");

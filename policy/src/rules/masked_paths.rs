@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::decision::{Denial, Record};
 use crate::engine::context::RuleContext;
-use crate::lang::json::{is_string_array, object_at, set, str_items, string_array};
+use crate::lang::json::{clean_path, is_string_array, object_at, set, str_items, string_array};
 
 const RULE: &str = "masked_paths";
 
@@ -60,6 +60,19 @@ fn ensure(
 }
 
 pub fn apply(spec: &mut Value, _cx: &RuleContext, rec: &mut Record) -> Result<(), Denial> {
+    // A mask over the root is a tmpfs stacked where no path walk sees it,
+    // and runc resolves a relative path from wherever it stands.
+    let masked = spec.pointer("/linux/maskedPaths");
+    for (i, path) in str_items(masked).enumerate() {
+        if !path.starts_with('/') || clean_path(path) == "/" {
+            return Err(Denial::new(
+                RULE,
+                format!("/linux/maskedPaths/{i}"),
+                path,
+                "a masked path must be absolute and not the root",
+            ));
+        }
+    }
     let linux = object_at(spec, "linux");
     ensure(linux, "maskedPaths", MASKED_PATHS, rec);
     ensure(linux, "readonlyPaths", READONLY_PATHS, rec);
@@ -119,6 +132,15 @@ mod tests {
                 .unwrap(),
             "/sys/devices/virtual/powercap"
         );
+    }
+
+    #[test]
+    fn a_mask_over_the_root_or_a_relative_one_is_refused() {
+        for path in ["/", "//", "/proc/..", "proc/kcore", ""] {
+            let mut spec = json!({"linux": {"maskedPaths": ["/proc/kcore", path]}});
+            let err = crate::rules::run_rule(apply, &mut spec, &Policy::default()).unwrap_err();
+            assert_eq!(err.field, "/linux/maskedPaths/1", "{path:?}");
+        }
     }
 
     #[test]

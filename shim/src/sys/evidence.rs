@@ -10,6 +10,7 @@ use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use nix::errno::Errno;
 use nix::fcntl::{open, openat, OFlag};
 use nix::sys::stat::Mode;
 use vibe_policy::assurance::{self as judge, CgroupLimits, Evidence, Namespace, RuncSeccomp};
@@ -88,19 +89,21 @@ impl ProcDir {
     }
 
     /// The host uid that owns the process's user namespace
-    /// (`NS_GET_OWNER_UID`), whose per-user budgets its users draw on too.
-    fn userns_owner(&self) -> Result<u32, EvidenceError> {
+    /// (`NS_GET_OWNER_UID`), whose per-user budgets its users draw on too;
+    /// `None` on a kernel without the ioctl (before 4.11).
+    fn userns_owner(&self) -> Result<Option<u32>, EvidenceError> {
         use std::os::fd::AsRawFd;
         const NS_GET_OWNER_UID: nix::libc::c_ulong = 0xb704;
         let ns = self.file("ns/user")?;
         let mut uid: nix::libc::uid_t = 0;
         // SAFETY: the ioctl writes one uid_t through a pointer to ours.
         let rc = unsafe { nix::libc::ioctl(ns.as_raw_fd(), NS_GET_OWNER_UID, &mut uid) };
-        match rc {
-            0 => Ok(uid),
-            _ => Err(read_err(self.name("ns/user"))(
-                std::io::Error::last_os_error(),
-            )),
+        if rc == 0 {
+            return Ok(Some(uid));
+        }
+        match Errno::last() {
+            Errno::ENOTTY | Errno::EINVAL => Ok(None),
+            errno => Err(read_err(self.name("ns/user"))(errno.into())),
         }
     }
 

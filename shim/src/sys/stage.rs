@@ -426,13 +426,14 @@ fn root_only(path: &Path, uid: u32, mode: u32) -> Result<(), StageError> {
 /// of its user namespace; absent is fine.
 pub fn release(runc_root: &Path, id: &str) -> Result<(), StageError> {
     let pin = state_dir::container_dir(runc_root, id)?.join(state_dir::USERNS_PIN_FILE);
-    detach(&pin)?;
-    match std::fs::remove_file(&pin) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(&pin)(e)),
-    }
-    release_dir(&staging_dir(runc_root, id)?)
+    let pin_released = detach(&pin).and_then(|()| match std::fs::remove_file(&pin) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(&pin)(e)),
+    });
+    // The binds are released whatever became of the pin.
+    let binds_released = release_dir(&staging_dir(runc_root, id)?);
+    pin_released.and(binds_released)
 }
 
 /// [`release`] where nothing can be refused any more (start, delete): a
