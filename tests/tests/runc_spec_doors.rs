@@ -253,6 +253,21 @@ fn second_proc_mount_is_refused() {
     });
 }
 
+/// A mask over the root: runc stacks a read-only tmpfs on `/` where no
+/// path walk sees it, and a start-time check that took the last mount at
+/// `/` for the root would have judged that tmpfs instead.
+#[test]
+#[ignore = "needs root and runc"]
+fn a_mask_over_the_root_is_refused() {
+    let bundle = Bundle::busybox("maskroot", &["sleep", "300"], "");
+    let mut spec = bundle.spec();
+    spec["linux"]["maskedPaths"] = json!(["/proc/kcore", "/"]);
+    bundle.write_spec(&spec);
+    assert_refused(&bundle, "masked_paths", |b| {
+        exec_text(b, "grep ' / / ' /proc/self/mountinfo")
+    });
+}
+
 /// A network namespace made with `ip netns add`, removed on drop.
 struct Netns(String);
 
