@@ -99,6 +99,7 @@ step() {
 # ---- 1. system packages -----------------------------------------------------
 PACKAGES=(
     docker.io runc busybox-static nftables podman containerd tini
+    netavark aardvark-dns
     libseccomp-dev pkg-config build-essential iproute2 iptables jq time
     ca-certificates curl git procps debootstrap
 )

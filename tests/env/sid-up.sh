@@ -184,7 +184,7 @@ case $policy_dir/ in "$REPO"/*) ;; *) shared="$shared $policy_dir" ;; esac
 log "starting the sid dockerd (log: $SID_STATE/dockerd.log)"
 SID_TREE=$SID_TREE SID_SHARED=$shared setsid unshare -m --propagation private -- \
     bash "$REPO/tests/env/sid-up.sh" --inside \
-    </dev/null >>"$SID_STATE/dockerd.log" 2>&1 &
+    </dev/null >"$SID_STATE/dockerd.log" 2>&1 &
 
 deadline=$((SECONDS + 90))
 until docker -H "unix://$SID_STATE/docker.sock" info >/dev/null 2>&1; do

@@ -79,7 +79,7 @@ else
         -H "unix://$STATE/docker.sock" \
         --pidfile "$STATE/docker.pid" \
         --config-file "$STATE/daemon.json" \
-        </dev/null >>"$STATE/dockerd.log" 2>&1 &
+        </dev/null >"$STATE/dockerd.log" 2>&1 &
 fi
 
 # Bounded wait for the API. A daemon that died shows its log's tail.

@@ -338,6 +338,11 @@ impl Podman {
             root.join("root").display().to_string(),
             "--runroot".into(),
             root.join("run").display().to_string(),
+            // Not left to podman 4's choice, which is CNI where netavark
+            // was installed after its storage was first used (and
+            // recorded in it), and whose network files differ.
+            "--network-backend".into(),
+            "netavark".into(),
         ];
         base.extend(global.iter().cloned());
         let podman = Podman { base, conf };
