@@ -77,7 +77,8 @@ pub trait HostView {
     /// tagged `tag` (this network policy's fingerprint, `Ours`), another
     /// policy's (`Foreign`) or none; `None` when it cannot be read.
     fn netns_policy_table(&self, path: &Path, tag: &str) -> Option<NetnsTable>;
-    /// Whether any process is in the network namespace the file at `path` names.
+    /// Whether a process of another mount namespace (another container's)
+    /// is in the network namespace the file at `path` names.
     fn netns_in_use(&self, path: &Path) -> Option<bool>;
     /// Whether a cgroup exists at `path` in any hierarchy: an absolute path
     /// from each hierarchy's root, a relative one from this process's own

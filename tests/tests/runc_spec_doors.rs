@@ -318,6 +318,8 @@ impl Drop for Occupant {
 #[ignore = "needs root, runc and the test env: run tests/run.sh"]
 fn netns_without_our_table_is_not_joined() {
     // Another workload's namespace: a process is in it, no table of ours.
+    // `ip netns exec` gives it a mount namespace of its own, as a
+    // container's process has.
     let netns = Netns::new("busy");
     let _occupant = Occupant(
         Command::new("ip")
@@ -347,6 +349,28 @@ fn empty_netns_made_by_the_engine_is_joined() {
     // podman and CNI make the container's namespace before runc create.
     let netns = Netns::new("fresh");
     let bundle = Bundle::busybox("netfresh", &["sleep", "300"], "");
+    set_netns_path(&bundle, &netns.path());
+    let out = bundle.create();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(bundle.shim(&["start", &bundle.id], b"").status.success());
+}
+
+#[test]
+#[ignore = "needs root, runc and the test env: run tests/run.sh"]
+fn netns_the_engine_itself_is_in_is_joined() {
+    // podman's main thread can stay in the namespace it made for the
+    // container; a process of the host's mount namespace is no container.
+    let netns = Netns::new("engine");
+    let _engine = Occupant(
+        Command::new("nsenter")
+            .arg(format!("--net={}", netns.path()))
+            .args(["sleep", "300"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let bundle = Bundle::busybox("netengine", &["sleep", "300"], "");
     set_netns_path(&bundle, &netns.path());
     let out = bundle.create();
     assert!(out.status.success(), "{}", describe(&out));

@@ -122,8 +122,9 @@ enum NetnsRefusal {
 }
 
 /// Another container's network namespace only when it already holds this
-/// policy's table. A namespace no process is in and without any table is
-/// one the engine made for this container (podman, CNI) and is fine.
+/// policy's table. A namespace without any table that no other container's
+/// process is in is one the engine made for this container (podman, CNI)
+/// and is fine.
 fn judge_netns(path: &str, cx: &RuleContext) -> Result<(), NetnsRefusal> {
     let path = Path::new(path);
     let table = cx

@@ -146,10 +146,18 @@ impl HostView for RealHost {
         })
     }
 
-    /// Compares with `/proc/<pid>/ns/net` of every process.
+    /// Compares with `/proc/<pid>/ns/net` of every process outside this
+    /// process's mount namespace. Another container's process is always in
+    /// a mount namespace of its own; an engine's is not, and podman's main
+    /// thread stays in the namespace it made (a Go thread locked to unshare
+    /// is wedged, not ended, when it is the main one).
     fn netns_in_use(&self, path: &Path) -> Option<bool> {
         let target = stat_id(path)?;
-        Some(processes()?.any(|(_, dir)| stat_id(&dir.join("ns/net")) == Some(target)))
+        let own_mnt = stat_id(Path::new("/proc/self/ns/mnt"))?;
+        Some(processes()?.any(|(_, dir)| {
+            stat_id(&dir.join("ns/net")) == Some(target)
+                && stat_id(&dir.join("ns/mnt")).is_some_and(|mnt| mnt != own_mnt)
+        }))
     }
 
     /// Compares with `/proc/<pid>/root` of every other process; an exact
